@@ -1,0 +1,45 @@
+"""specdec-lab reference: speculative decoding in pure NumPy.
+
+Notation used everywhere (Leviathan et al., 2023):
+    p = target model's distribution, q = draft model's distribution,
+    k = number of drafted tokens per round.
+Accept a draft token x with probability min(1, p(x) / q(x)); on rejection resample
+from norm(max(0, p - q)); when all k drafts are accepted, sample a bonus token from
+the target's row k.
+"""
+
+from reference.autoregressive import generate
+from reference.config import GPTConfig
+from reference.drafters import Draft, Drafter, ModelDrafter
+from reference.kv_cache import KVCache
+from reference.model import GPT, init_params
+from reference.sampling import SamplingParams, probabilities, sample_token
+from reference.speculative import (
+    RoundTrace,
+    SpeculativeResult,
+    SpeculativeStats,
+    speculative_generate,
+)
+from reference.verify import Verification, acceptance_probability, residual_distribution, verify
+
+__all__ = [
+    "GPT",
+    "Draft",
+    "Drafter",
+    "GPTConfig",
+    "KVCache",
+    "ModelDrafter",
+    "RoundTrace",
+    "SamplingParams",
+    "SpeculativeResult",
+    "SpeculativeStats",
+    "Verification",
+    "acceptance_probability",
+    "generate",
+    "init_params",
+    "probabilities",
+    "residual_distribution",
+    "sample_token",
+    "speculative_generate",
+    "verify",
+]

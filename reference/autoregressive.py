@@ -1,0 +1,56 @@
+"""The baseline: one target forward per generated token, with a KV cache."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reference.checks import as_token_array, check_generator, check_positive_int
+from reference.model import GPT
+from reference.sampling import SamplingParams, probabilities, sample_token
+
+
+def check_eos(eos_id, n_vocab: int) -> int | None:
+    if eos_id is None:
+        return None
+    if isinstance(eos_id, bool) or not isinstance(eos_id, (int, np.integer)):
+        raise TypeError(f"eos_id must be an int or None, got {type(eos_id).__name__}")
+    if not 0 <= eos_id < n_vocab:
+        raise ValueError(f"eos_id must be in 0..{n_vocab - 1} or None, got {eos_id}")
+    return int(eos_id)
+
+
+def check_length_budget(prompt_len: int, max_new_tokens: int, n_ctx: int, who: str) -> None:
+    if prompt_len + max_new_tokens > n_ctx:
+        raise ValueError(
+            f"prompt ({prompt_len} tokens) + max_new_tokens ({max_new_tokens}) exceeds the "
+            f"{who}'s context of {n_ctx} positions; shorten the prompt or lower max_new_tokens"
+        )
+
+
+def generate(
+    model: GPT,
+    prompt,
+    *,
+    max_new_tokens: int,
+    rng: np.random.Generator,
+    sampling: SamplingParams = SamplingParams(),
+    eos_id: int | None = None,
+) -> list[int]:
+    # prompt [n] -> new tokens [<= max_new_tokens]; stops after emitting eos_id
+    prompt = as_token_array(prompt, model.n_vocab, "prompt")
+    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+    check_generator(rng)
+    eos_id = check_eos(eos_id, model.n_vocab)
+    check_length_budget(len(prompt), max_new_tokens, model.config.n_ctx, "model")
+
+    cache = model.new_cache()
+    logits = model.forward(prompt, cache)[-1]  # prefill; row -1 predicts the first new token
+    cache.commit(len(prompt))
+    out: list[int] = []
+    while True:
+        token = sample_token(probabilities(logits, sampling), rng)
+        out.append(token)
+        if token == eos_id or len(out) == max_new_tokens:
+            return out
+        logits = model.forward([token], cache)[-1]
+        cache.commit(1)

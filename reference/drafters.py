@@ -1,0 +1,97 @@
+"""Drafters: whatever proposes k candidate tokens and the distributions q they came from.
+
+Every drafter answers two calls per round:
+
+    propose(context, k, sampling, rng) -> Draft(tokens [k], q [k, V])
+    commit(n_accepted)                 -> keep the state of the accepted prefix only
+
+`q` must be the exact distribution each token was drawn from. A drafter that proposes
+deterministically (n-gram / prompt lookup) returns one-hot rows; `verify` needs nothing else.
+This issue ships the independent draft model; later variants plug in here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from reference.model import GPT
+from reference.sampling import SamplingParams, probabilities, sample_token
+
+
+@dataclass(frozen=True)
+class Draft:
+    tokens: np.ndarray  # [k] int: the candidates, in order
+    q: np.ndarray  # [k, V]: row i is the distribution tokens[i] was sampled from
+
+
+class Drafter(Protocol):
+    n_vocab: int  # V: must equal the target's
+    n_ctx: int  # longest context the drafter can read
+
+    def reset(self) -> None: ...
+
+    def propose(
+        self, context: np.ndarray, k: int, sampling: SamplingParams, rng: np.random.Generator
+    ) -> Draft: ...
+
+    def commit(self, n_accepted: int) -> None: ...
+
+
+class ModelDrafter:
+    """An independent, smaller GPT that drafts autoregressively with its own KV cache.
+
+    Cache discipline per round (context = committed tokens, last one not cached yet):
+      * feed context[cache.length:] -- the last committed token, or two tokens after a
+        round where all k drafts were accepted (the draft never saw its own k-th token:
+        the "catch-up"), or the whole prompt in the first round;
+      * then feed d_1 .. d_{k-1} one at a time (d_k is never fed: nobody needs q_{k+1});
+      * commit the fed context tokens plus the accepted drafts among d_1 .. d_{k-1};
+        the correction / bonus token is cached by neither model until the next round.
+    """
+
+    def __init__(self, model: GPT) -> None:
+        self.model = model
+        self.cache = model.new_cache()
+        self._fed_context = 0  # context tokens fed in the current round
+        self._fed_drafts = 0  # draft tokens fed in the current round (k-1, or 0 if k == 0)
+
+    @property
+    def n_vocab(self) -> int:
+        return self.model.n_vocab
+
+    @property
+    def n_ctx(self) -> int:
+        return self.model.config.n_ctx
+
+    def reset(self) -> None:
+        self.cache.reset()
+        self._fed_context = self._fed_drafts = 0
+
+    def propose(
+        self, context: np.ndarray, k: int, sampling: SamplingParams, rng: np.random.Generator
+    ) -> Draft:
+        # context [n] -> Draft(tokens [k], q [k, V])
+        self.cache.rollback()  # a proposal never builds on an earlier, unverified one
+        V = self.n_vocab
+        tokens = np.zeros(k, dtype=np.int64)
+        q = np.zeros((k, V), dtype=np.float32)
+        self._fed_context = self._fed_drafts = 0
+        if k == 0:
+            return Draft(tokens, q)
+        new = context[self.cache.length :]
+        logits = self.model.forward(new, self.cache)[-1]  # [V]: q_1(. | context)
+        self._fed_context = len(new)
+        for i in range(k):
+            q[i] = probabilities(logits, sampling)
+            tokens[i] = sample_token(q[i], rng)  # x_i ~ q_i(. | context, x_1..x_{i-1})
+            if i < k - 1:
+                logits = self.model.forward(tokens[i : i + 1], self.cache)[-1]
+                self._fed_drafts += 1
+        return Draft(tokens, q)
+
+    def commit(self, n_accepted: int) -> None:
+        # keep the fed context tokens and the accepted drafts that were fed (at most k-1)
+        self.cache.commit(self._fed_context + min(n_accepted, self._fed_drafts))

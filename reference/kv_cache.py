@@ -1,0 +1,97 @@
+"""A preallocated key/value cache with a commit pointer.
+
+Layout of one cache (the same for every layer):
+
+    slot:   0 ............ length ............ length+pending ........ capacity
+            [   committed   |   temporary (this round)   |      free       ]
+
+* ``forward`` writes the K/V of its T new positions into the slots right after the
+  last written one (committed or temporary) and marks them temporary.
+* ``commit(n)`` makes the first n temporary slots permanent in *every* layer at once,
+  because ``length`` is a single pointer shared by all layers.
+* ``rollback()`` forgets the temporary slots by moving the pointer; nothing is copied
+  and nothing is zeroed: the next write simply overwrites them.
+
+Invariant (tested): after any history of rounds, slots [0, length) hold exactly what a
+fresh prefill of the committed tokens would produce.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class KVCache:
+    def __init__(
+        self, n_layer: int, n_head: int, head_size: int, capacity: int, dtype=np.float32
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"KVCache capacity must be >= 1, got {capacity}")
+        # [L, nh, N, hs]: slot-major inside a head so that one slice reads a whole history
+        self.k = np.zeros((n_layer, n_head, capacity, head_size), dtype=dtype)
+        self.v = np.zeros((n_layer, n_head, capacity, head_size), dtype=dtype)
+        self.length = 0  # committed slots
+        self.pending = 0  # temporary slots written after the committed ones
+
+    @property
+    def capacity(self) -> int:  # N
+        return self.k.shape[2]
+
+    @property
+    def end(self) -> int:
+        """First free slot: where the next forward call writes."""
+        return self.length + self.pending
+
+    def check_room(self, n_new: int) -> None:
+        """Raise before anything is written if n_new more slots do not fit."""
+        if self.end + n_new > self.capacity:
+            raise ValueError(
+                f"KV cache full: {self.length} committed + {self.pending} temporary + "
+                f"{n_new} new slots exceed its capacity of {self.capacity}"
+            )
+
+    def write(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
+        # k, v: [nh, T, hs] -> stored in slots [start, start+T) of this layer
+        stop = start + k.shape[1]
+        self.k[layer, :, start:stop] = k
+        self.v[layer, :, start:stop] = v
+
+    def keys(self, layer: int, stop: int) -> np.ndarray:  # -> [nh, stop, hs] (a view)
+        return self.k[layer, :, :stop]
+
+    def values(self, layer: int, stop: int) -> np.ndarray:  # -> [nh, stop, hs] (a view)
+        return self.v[layer, :, :stop]
+
+    def mark_written(self, n_new: int) -> None:
+        """Called by the model after all layers wrote n_new positions."""
+        self.pending += n_new
+
+    def commit(self, n: int) -> None:
+        """Keep the first n temporary slots, drop the rest (all layers at once)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"commit(n): n must be an int, got {type(n).__name__}")
+        if not 0 <= n <= self.pending:
+            raise ValueError(
+                f"commit(n): n must be in 0..{self.pending} (the temporary slots), got {n}"
+            )
+        self.length += int(n)
+        self.pending = 0
+
+    def rollback(self) -> None:
+        """Drop every temporary slot by moving the pointer; the data stays and is overwritten."""
+        self.pending = 0
+
+    def reset(self) -> None:
+        """Forget everything (a new prompt). O(1): the slots are overwritten later."""
+        self.length = 0
+        self.pending = 0
+
+    def committed(self) -> tuple[np.ndarray, np.ndarray]:  # -> ([L, nh, length, hs], same)
+        """Copies of the committed part, for comparisons in tests and plots."""
+        return self.k[:, :, : self.length].copy(), self.v[:, :, : self.length].copy()
+
+    def __repr__(self) -> str:
+        return (
+            f"KVCache(length={self.length}, pending={self.pending}, capacity={self.capacity}, "
+            f"layers={self.k.shape[0]})"
+        )

@@ -1,0 +1,207 @@
+"""GPT-2 in NumPy: every position's logits, with an optional KV cache.
+
+Parameter names follow the Hugging Face GPT-2 checkpoint keys (without the
+``transformer.`` prefix), so loading a real checkpoint is a dictionary lookup:
+
+    wte.weight [V, C]   wpe.weight [n_ctx, C]   ln_f.weight / ln_f.bias [C]
+    h.{i}.ln_1.weight / .bias [C]        h.{i}.attn.c_attn.weight [C, 3C] / .bias [3C]
+    h.{i}.attn.c_proj.weight [C, C] / .bias [C]
+    h.{i}.ln_2.weight / .bias [C]        h.{i}.mlp.c_fc.weight [C, 4C] / .bias [4C]
+    h.{i}.mlp.c_proj.weight [4C, C] / .bias [C]
+
+GPT-2 stores its linear layers as "Conv1D", i.e. already transposed: y = x @ W + b.
+The output projection is tied to the token embedding: logits = x @ wte.T.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from reference.checks import as_token_array, check_generator
+from reference.config import GPTConfig
+from reference.kv_cache import KVCache
+
+
+def gelu(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
+    # GPT-2's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    return 0.5 * x * (1.0 + np.tanh(np.float32(math.sqrt(2.0 / math.pi)) * (x + 0.044715 * x**3)))
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:  # [...] -> [...]
+    # subtracting the max changes nothing mathematically and keeps exp() from overflowing
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    # [T, C] -> [T, C]:  g * (x - mean) / sqrt(var + eps) + b
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    return g * (x - mean) / np.sqrt(var + eps) + b
+
+
+def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # [T, C_in] @ [C_in, C_out] + [C_out] -> [T, C_out]
+    return x @ w + b
+
+
+def causal_mask(T: int, S: int) -> np.ndarray:  # -> [T, S] bool, True = may attend
+    # New position i sits at absolute position (S - T) + i: it may see every key up to
+    # and including itself. The offset S - T is the cache length the article stresses;
+    # without it, verification rows would see the wrong history.
+    return np.arange(S)[None, :] <= (S - T + np.arange(T))[:, None]
+
+
+def split_heads(x: np.ndarray, n_head: int) -> np.ndarray:  # [T, C] -> [nh, T, hs]
+    T, C = x.shape
+    return x.reshape(T, n_head, C // n_head).transpose(1, 0, 2)
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:  # [nh, T, hs] -> [T, C]
+    nh, T, hs = x.shape
+    return x.transpose(1, 0, 2).reshape(T, nh * hs)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    # q [nh, T, hs], k/v [nh, S, hs] -> [nh, T, hs]:  softmax(q k^T / sqrt(hs) + mask) v
+    T, S = q.shape[1], k.shape[1]
+    scores = q @ k.transpose(0, 2, 1) * np.float32(1.0 / math.sqrt(q.shape[-1]))  # [nh, T, S]
+    scores = np.where(causal_mask(T, S), scores, np.float32(-1e10))
+    return softmax(scores) @ v
+
+
+class GPT:
+    """A GPT-2 decoder. ``forward(tokens, cache)`` returns logits for every new position."""
+
+    def __init__(self, config: GPTConfig, params: dict[str, np.ndarray]) -> None:
+        self.config = config
+        self.params = {name: np.asarray(value, dtype=np.float32) for name, value in params.items()}
+        check_param_shapes(config, self.params)
+
+    @property
+    def n_vocab(self) -> int:  # V
+        return self.config.n_vocab
+
+    def new_cache(self, capacity: int | None = None) -> KVCache:
+        cfg = self.config
+        capacity = cfg.n_ctx if capacity is None else capacity
+        if capacity > cfg.n_ctx:
+            raise ValueError(f"cache capacity {capacity} exceeds the model's n_ctx {cfg.n_ctx}")
+        return KVCache(cfg.n_layer, cfg.n_head, cfg.head_size, capacity)
+
+    def forward(self, tokens, cache: KVCache | None = None) -> np.ndarray:
+        # tokens [T] -> logits [T, V]; row i predicts the token *after* tokens[i].
+        # With a cache, the T tokens continue after the cache's last written slot (start)
+        # and their K/V are stored as temporary entries until the caller commits them.
+        cfg, P = self.config, self.params
+        tokens = as_token_array(tokens, cfg.n_vocab)
+        T = len(tokens)
+        start = 0 if cache is None else cache.end
+        if start + T > cfg.n_ctx:
+            raise ValueError(
+                f"sequence too long: {start} cached + {T} new positions exceed n_ctx={cfg.n_ctx}"
+            )
+        if cache is not None:
+            check_cache_fits(cache, cfg)
+            cache.check_room(T)
+
+        x = P["wte.weight"][tokens] + P["wpe.weight"][start : start + T]  # [T, C]
+        for i in range(cfg.n_layer):
+            x = self.block(x, i, cache, start)
+        x = layer_norm(x, P["ln_f.weight"], P["ln_f.bias"], cfg.layer_norm_epsilon)
+        if cache is not None:
+            cache.mark_written(T)
+        return x @ P["wte.weight"].T  # [T, C] @ [C, V] -> [T, V]
+
+    def block(self, x: np.ndarray, i: int, cache: KVCache | None, start: int) -> np.ndarray:
+        # [T, C] -> [T, C]: pre-LayerNorm residual block
+        P, eps = self.params, self.config.layer_norm_epsilon
+        h = f"h.{i}."
+        a = layer_norm(x, P[h + "ln_1.weight"], P[h + "ln_1.bias"], eps)
+        x = x + self.attention_block(a, i, cache, start)
+        m = layer_norm(x, P[h + "ln_2.weight"], P[h + "ln_2.bias"], eps)
+        m = gelu(linear(m, P[h + "mlp.c_fc.weight"], P[h + "mlp.c_fc.bias"]))
+        return x + linear(m, P[h + "mlp.c_proj.weight"], P[h + "mlp.c_proj.bias"])
+
+    def attention_block(
+        self, x: np.ndarray, i: int, cache: KVCache | None, start: int
+    ) -> np.ndarray:
+        # [T, C] -> [T, C]: multi-head causal self-attention over cached + new positions
+        P, nh = self.params, self.config.n_head
+        h = f"h.{i}.attn."
+        qkv = linear(x, P[h + "c_attn.weight"], P[h + "c_attn.bias"])  # [T, 3C]
+        q, k, v = (split_heads(part, nh) for part in np.split(qkv, 3, axis=-1))  # [nh, T, hs]
+        if cache is not None:
+            cache.write(i, start, k, v)
+            stop = start + x.shape[0]
+            k, v = cache.keys(i, stop), cache.values(i, stop)  # [nh, S, hs]
+        out = merge_heads(attention(q, k, v))
+        return linear(out, P[h + "c_proj.weight"], P[h + "c_proj.bias"])
+
+
+def expected_param_shapes(cfg: GPTConfig) -> dict[str, tuple[int, ...]]:
+    C, V = cfg.n_embd, cfg.n_vocab
+    shapes = {
+        "wte.weight": (V, C),
+        "wpe.weight": (cfg.n_ctx, C),
+        "ln_f.weight": (C,),
+        "ln_f.bias": (C,),
+    }
+    for i in range(cfg.n_layer):
+        h = f"h.{i}."
+        shapes |= {
+            h + "ln_1.weight": (C,),
+            h + "ln_1.bias": (C,),
+            h + "attn.c_attn.weight": (C, 3 * C),
+            h + "attn.c_attn.bias": (3 * C,),
+            h + "attn.c_proj.weight": (C, C),
+            h + "attn.c_proj.bias": (C,),
+            h + "ln_2.weight": (C,),
+            h + "ln_2.bias": (C,),
+            h + "mlp.c_fc.weight": (C, 4 * C),
+            h + "mlp.c_fc.bias": (4 * C,),
+            h + "mlp.c_proj.weight": (4 * C, C),
+            h + "mlp.c_proj.bias": (C,),
+        }
+    return shapes
+
+
+def check_param_shapes(cfg: GPTConfig, params: dict[str, np.ndarray]) -> None:
+    expected = expected_param_shapes(cfg)
+    missing = sorted(set(expected) - set(params))
+    if missing:
+        raise ValueError(f"missing parameter(s) {missing[:5]} for config {cfg}")
+    for name, shape in expected.items():
+        if params[name].shape != shape:
+            raise ValueError(
+                f"parameter {name!r} has shape {params[name].shape}, the config needs {shape}"
+            )
+
+
+def check_cache_fits(cache: KVCache, cfg: GPTConfig) -> None:
+    L, nh, _, hs = cache.k.shape
+    if (L, nh, hs) != (cfg.n_layer, cfg.n_head, cfg.head_size):
+        raise ValueError(
+            f"this cache was made for another model (layers, heads, head size = {(L, nh, hs)}, "
+            f"the model has {(cfg.n_layer, cfg.n_head, cfg.head_size)}); use model.new_cache()"
+        )
+
+
+def init_params(cfg: GPTConfig, rng: np.random.Generator, std: float = 0.02) -> dict:
+    """Random GPT-2 parameters: N(0, std) weights, unit LayerNorm gains, zero biases.
+
+    Tests use a large ``std`` (e.g. 0.5) so that tiny models depend strongly on their
+    context; position and rollback bugs then change the output law visibly.
+    """
+    check_generator(rng)
+    params = {}
+    for name, shape in expected_param_shapes(cfg).items():
+        if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name == "ln_f.weight":
+            params[name] = np.ones(shape, dtype=np.float32)
+        elif name.endswith(".bias"):
+            params[name] = np.zeros(shape, dtype=np.float32)
+        else:
+            params[name] = (rng.standard_normal(shape) * std).astype(np.float32)
+    return params

@@ -1,0 +1,113 @@
+"""Logits -> the processed distribution a token is actually drawn from.
+
+One function, `probabilities`, serves *both* models. Speculative sampling is exact only
+if the q used in min(1, p/q) is the distribution the draft token was really drawn from,
+and p is the distribution the target would really sample from: so temperature, top-k and
+top-p are applied on both sides, by the same code.
+
+Greedy decoding (temperature 0) is the same machinery with a one-hot distribution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from reference.checks import check_finite, check_generator
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 1.0  # divide logits by it; 0 means greedy (one-hot argmax)
+    top_k: int | None = None  # keep only the top_k most likely tokens (None: all)
+    top_p: float = 1.0  # keep the smallest set of most likely tokens with mass >= top_p
+
+    def __post_init__(self) -> None:
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.floating, np.integer)):
+            raise TypeError(f"temperature must be a number, got {type(t).__name__}")
+        if not np.isfinite(t) or t < 0:
+            raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {t}")
+        if self.top_k is not None:
+            if isinstance(self.top_k, bool) or not isinstance(self.top_k, (int, np.integer)):
+                raise TypeError(f"top_k must be an int or None, got {type(self.top_k).__name__}")
+            if self.top_k < 1:
+                raise ValueError(f"top_k must be >= 1 (or None for no limit), got {self.top_k}")
+        p = self.top_p
+        if isinstance(p, bool) or not isinstance(p, (int, float, np.floating, np.integer)):
+            raise TypeError(f"top_p must be a number, got {type(p).__name__}")
+        if not (0.0 < p <= 1.0):
+            raise ValueError(f"top_p must be in (0, 1], got {p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def describe(self) -> str:
+        if self.greedy:
+            return "greedy"
+        parts = [f"T={self.temperature:g}"]
+        if self.top_k is not None:
+            parts.append(f"top-k={self.top_k}")
+        if self.top_p < 1.0:
+            parts.append(f"top-p={self.top_p:g}")
+        return ", ".join(parts)
+
+
+GREEDY = SamplingParams(temperature=0.0)
+
+
+def one_hot(index: np.ndarray, n: int, dtype) -> np.ndarray:  # [...] ints -> [..., n]
+    out = np.zeros(index.shape + (n,), dtype=dtype)
+    np.put_along_axis(out, index[..., None], 1, axis=-1)
+    return out
+
+
+def top_k_filter(z: np.ndarray, k: int) -> np.ndarray:  # [..., V] -> [..., V]
+    # keep logits >= the k-th largest; the rest get -inf so softmax gives them 0
+    if k >= z.shape[-1]:
+        return z
+    kth = np.partition(z, -k, axis=-1)[..., -k, None]
+    return np.where(z >= kth, z, -np.inf)
+
+
+def top_p_filter(probs: np.ndarray, top_p: float) -> np.ndarray:  # [..., V] -> [..., V]
+    # Nucleus: sort by probability, keep a token while the mass *before* it is < top_p,
+    # so the most likely token always survives and the kept set reaches top_p.
+    if top_p >= 1.0:
+        return probs
+    order = np.argsort(-probs, axis=-1, kind="stable")
+    sorted_p = np.take_along_axis(probs, order, axis=-1)
+    mass_before = np.cumsum(sorted_p, axis=-1) - sorted_p
+    keep_sorted = mass_before < top_p
+    keep = np.empty_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, axis=-1)
+    kept = np.where(keep, probs, 0)
+    return kept / kept.sum(axis=-1, keepdims=True)
+
+
+def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
+    # logits [..., V] -> probabilities [..., V], same float dtype (float32 unless given float64)
+    z = np.asarray(logits)
+    if not np.issubdtype(z.dtype, np.floating):
+        z = z.astype(np.float32)
+    check_finite(z, "logits")
+    if params.greedy:
+        return one_hot(np.argmax(z, axis=-1), z.shape[-1], z.dtype)
+    z = z / z.dtype.type(params.temperature)
+    if params.top_k is not None:
+        z = top_k_filter(z, params.top_k)
+    e = np.exp(z - z.max(axis=-1, keepdims=True))  # softmax; exp(-inf) = 0 for filtered ids
+    probs = e / e.sum(axis=-1, keepdims=True)
+    return top_p_filter(probs, params.top_p)
+
+
+def sample_token(probs: np.ndarray, rng: np.random.Generator) -> int:
+    # probs [V] -> one token id, by inverting the CDF at a single uniform u ~ U[0, 1).
+    # searchsorted(side="right") returns the first id whose cumulative mass exceeds u,
+    # so an id with zero probability can never be returned.
+    check_generator(rng)
+    cdf = np.cumsum(probs, dtype=np.float64)
+    u = rng.random() * cdf[-1]
+    return int(min(np.searchsorted(cdf, u, side="right"), len(cdf) - 1))

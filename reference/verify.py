@@ -1,0 +1,116 @@
+"""`verify`: exact acceptance-rejection of k drafted tokens against the target.
+
+For draft position i (0-based) with token x = draft_tokens[i]:
+
+    accept x with probability   a_i(x) = min(1, p_i(x) / q_i(x))
+    on the first rejection      token ~ norm(max(0, p_i - q_i))       (the residual)
+    if all k are accepted       token ~ p_k                           (the bonus row)
+
+Why it is exact: for any y, P(emit y at position i) = q(y) min(1, p(y)/q(y))
++ P(reject) * residual(y) = min(q(y), p(y)) + max(0, p(y) - q(y)) = p(y), because
+P(reject) = 1 - sum_y min(p, q) = sum_y max(0, p - q), the residual's normaliser.
+
+Greedy decoding and point-mass drafts (n-gram, prompt lookup) are this same function
+with one-hot rows: min(1, p/q) is then 1 if the target's argmax equals the draft and 0
+otherwise, and the residual of one-hot p minus one-hot q is the target's own choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from reference.checks import as_token_array, check_generator, check_probability_rows
+from reference.sampling import sample_token
+
+# float32 rows computed by softmax sum to 1 within a few 1e-7; a row off by more than this
+# was not normalised (or not computed by `probabilities`), which would break exactness.
+ROW_SUM_ATOL = 1e-4
+
+
+@dataclass(frozen=True)
+class Verification:
+    accepted: int  # number of draft tokens accepted, 0..k
+    token: int  # residual sample on a rejection, bonus sample from row k otherwise
+
+    def emitted(self, draft_tokens) -> list[int]:
+        """draft_tokens[:accepted] + [token]."""
+        return [int(t) for t in draft_tokens[: self.accepted]] + [int(self.token)]
+
+
+def acceptance_probability(p_x: float, q_x: float) -> float:
+    # a(x) = min(1, p(x) / q(x)); q(x) > 0 because x was drawn from q
+    return min(1.0, float(p_x) / float(q_x))
+
+
+def residual_distribution(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    # [V], [V] -> [V]:  norm(max(0, p - q)) = max(0, p - q) / sum_y max(0, p(y) - q(y))
+    r = np.maximum(p.astype(np.float64) - q.astype(np.float64), 0.0)
+    total = r.sum()
+    if total <= 0.0:
+        # p == q (to rounding): a rejection had probability 0; p itself is the right law
+        return p.astype(np.float64) / p.sum(dtype=np.float64)
+    return r / total
+
+
+def check_verify_inputs(p_target, q_draft, draft_tokens, rng) -> np.ndarray:
+    """Validate the contract of `verify`; returns draft_tokens as an int array [k]."""
+    check_generator(rng)
+    check_probability_rows(p_target, "p_target", ROW_SUM_ATOL)
+    check_probability_rows(q_draft, "q_draft", ROW_SUM_ATOL)
+    if p_target.ndim != 2:
+        raise ValueError(f"p_target must be 2-D [k+1, V], got shape {p_target.shape}")
+    if q_draft.ndim != 2:
+        raise ValueError(f"q_draft must be 2-D [k, V], got shape {q_draft.shape}")
+    k_plus_1, V = p_target.shape
+    k = k_plus_1 - 1
+    if q_draft.shape != (k, V):
+        raise ValueError(
+            f"q_draft must have shape [k, V] = {(k, V)} to match p_target {p_target.shape} "
+            f"(p has one more row: the bonus row), got {q_draft.shape}"
+        )
+    tokens = as_token_array(draft_tokens, V, "draft_tokens", allow_empty=True)
+    if tokens.shape != (k,):
+        raise ValueError(f"draft_tokens must have length k = {k}, got {tokens.shape[0]}")
+    q_of_drafts = q_draft[np.arange(k), tokens]
+    if np.any(q_of_drafts <= 0):
+        i = int(np.argmax(q_of_drafts <= 0))
+        raise ValueError(
+            f"draft_tokens[{i}] = {tokens[i]} has q_draft probability 0: a draft token must "
+            f"be drawn from q_draft, so q must be the distribution it was sampled from"
+        )
+    return tokens
+
+
+def verify(p_target, q_draft, draft_tokens, rng: np.random.Generator) -> Verification:
+    # p_target [k+1, V], q_draft [k, V], draft_tokens [k] -> Verification(accepted, token)
+    # Row i of p and q scores draft_tokens[i]; row k of p is the bonus row.
+    tokens = check_verify_inputs(p_target, q_draft, draft_tokens, rng)
+    for i, x in enumerate(tokens):
+        # one fresh uniform per position: reusing one would correlate the decisions
+        if rng.random() < acceptance_probability(p_target[i, x], q_draft[i, x]):
+            continue
+        return Verification(i, sample_token(residual_distribution(p_target[i], q_draft[i]), rng))
+    return Verification(len(tokens), sample_token(p_target[len(tokens)], rng))
+
+
+def verify_law(p_target: np.ndarray, q_draft: np.ndarray, draft_tokens) -> dict:
+    """Exact law of verify's output for *given* drafts: {(accepted, token): probability}.
+
+    float64 throughout; used by the oracle's exact-law tests and by the notebooks.
+    """
+    law: dict[tuple[int, int], float] = {}
+    reach = 1.0  # probability that position i is examined (all earlier ones accepted)
+    p64, q64 = p_target.astype(np.float64), q_draft.astype(np.float64)
+    for i, x in enumerate(draft_tokens):
+        a = min(1.0, p64[i, x] / q64[i, x])
+        for y, r in enumerate(residual_distribution(p64[i], q64[i])):
+            if r > 0:
+                law[(i, y)] = law.get((i, y), 0.0) + reach * (1.0 - a) * r
+        reach *= a
+    k = len(draft_tokens)
+    for y, r in enumerate(p64[k]):
+        if r > 0:
+            law[(k, y)] = law.get((k, y), 0.0) + reach * r
+    return law
