@@ -72,11 +72,13 @@ class SpeculativeStats:
     @property
     def per_position_acceptance(self) -> np.ndarray:  # [k]: P(accept x_i | x_i examined)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self.reached > 0, self.accepted_at / np.maximum(self.reached, 1), np.nan)
+            rate = self.accepted_at / np.maximum(self.reached, 1)
+        return np.where(self.reached > 0, rate, np.nan)
 
     @property
     def accepted_histogram(self) -> np.ndarray:  # [k+1]: rounds that accepted 0..k drafts
-        return np.bincount(np.asarray(self.accepted_per_round, dtype=np.int64), minlength=self.k + 1)
+        counts = np.asarray(self.accepted_per_round, dtype=np.int64)
+        return np.bincount(counts, minlength=self.k + 1)
 
     def record(self, k_round: int, accepted: int) -> None:
         self.rounds += 1

@@ -143,7 +143,8 @@ def load_gpt2(directory: str | Path) -> GPT:
     if not weights.is_file():
         bins = sorted(p.name for p in directory.glob("*.bin"))
         hint = f" (found {bins}: pickled weights are never loaded; convert to safetensors)"
-        raise CheckpointError(f"model.safetensors not found in {directory}" + (hint if bins else ""))
+        message = f"model.safetensors not found in {directory}"
+        raise CheckpointError(message + (hint if bins else ""))
     return GPT(cfg, params_from_hf(read_safetensors(weights), cfg, str(weights)))
 
 
