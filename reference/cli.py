@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 from reference.autoregressive import generate
+from reference.bench import timed
+from reference.bundled import MODELS_DIR as BUNDLED
 from reference.config import GPTConfig
 from reference.drafters import ModelDrafter
 from reference.model import GPT, init_params
@@ -18,7 +19,6 @@ from reference.sampling import SamplingParams
 from reference.speculative import speculative_generate
 from reference.tokenizer import EOS, VOCAB_SIZE, decode, encode
 
-BUNDLED = Path(__file__).resolve().parent.parent / "models"
 DEFAULT_PROMPT = "def fibonacci(n):\n    "
 
 
@@ -28,8 +28,10 @@ def random_pair(seed: int) -> tuple[GPT, GPT]:
     rng = np.random.default_rng(seed)
     cfg = GPTConfig(n_vocab=VOCAB_SIZE, n_ctx=512, n_embd=128, n_head=4, n_layer=4)
     params = init_params(cfg, rng, std=0.1)
-    noisy = {name: w + (rng.standard_normal(w.shape) * 0.02).astype(np.float32)
-             for name, w in params.items()}
+    noisy = {
+        name: w + (rng.standard_normal(w.shape) * 0.02).astype(np.float32)
+        for name, w in params.items()
+    }
     return GPT(cfg, params), GPT(cfg, noisy)
 
 
@@ -44,12 +46,6 @@ def load_pair(args) -> tuple[GPT, GPT, str]:
     return target, draft, "random weights (no trained pair found: untrained, output is noise)"
 
 
-def timed(fn):
-    start = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - start
-
-
 def cmd_demo(args) -> int:
     target, draft, source = load_pair(args)
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p)
@@ -59,12 +55,27 @@ def cmd_demo(args) -> int:
     print(f"prompt: {args.prompt!r}\n")
 
     drafter = ModelDrafter(draft)
-    spec, t_spec = timed(lambda: speculative_generate(
-        target, drafter, prompt, k=args.k, max_new_tokens=args.max_new_tokens,
-        rng=np.random.default_rng(args.seed), sampling=sampling, eos_id=EOS, trace=True))
-    ar, t_ar = timed(lambda: generate(
-        target, prompt, max_new_tokens=args.max_new_tokens,
-        rng=np.random.default_rng(args.seed), sampling=sampling, eos_id=EOS))
+    spec, t_spec = timed(
+        speculative_generate,
+        target,
+        drafter,
+        prompt,
+        k=args.k,
+        max_new_tokens=args.max_new_tokens,
+        rng=np.random.default_rng(args.seed),
+        sampling=sampling,
+        eos_id=EOS,
+        trace=True,
+    )
+    ar, t_ar = timed(
+        generate,
+        target,
+        prompt,
+        max_new_tokens=args.max_new_tokens,
+        rng=np.random.default_rng(args.seed),
+        sampling=sampling,
+        eos_id=EOS,
+    )
 
     for n, r in enumerate(spec.trace[: args.show_rounds], start=1):
         print(describe_round(n, r))
@@ -72,8 +83,11 @@ def cmd_demo(args) -> int:
         print(f"... {len(spec.trace) - args.show_rounds} more rounds (--show-rounds to see them)")
 
     colour = sys.stdout.isatty() and not args.no_colour
-    legend = ("green = accepted draft, red = correction, blue = bonus" if colour
-              else "plain = accepted draft, [x] = correction, {x} = bonus")
+    legend = (
+        "green = accepted draft, red = correction, blue = bonus"
+        if colour
+        else "plain = accepted draft, [x] = correction, {x} = bonus"
+    )
     print(f"\ngenerated text ({legend}):\n")
     print(args.prompt + render_tokens(spec.trace, colour))
     timings = {"autoregressive_tps": len(ar) / t_ar, "speculative_tps": len(spec.tokens) / t_spec}
@@ -87,6 +101,115 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def parse_list(text: str, kind):
+    """'1-8' or '1,2,4' -> [1, ..., 8] / [1, 2, 4]."""
+    if kind is int and "-" in text:
+        lo, hi = (int(x) for x in text.split("-"))
+        return list(range(lo, hi + 1))
+    return [kind(x) for x in text.split(",")]
+
+
+def machine_description() -> str:
+    import os
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, NumPy {np.__version__}"
+    )
+
+
+def bench_prompts(args) -> list[np.ndarray]:
+    from reference.bench import CODE_PROMPTS, TEXT_PROMPTS
+
+    texts = TEXT_PROMPTS if args.prompts == "text" else CODE_PROMPTS
+    return [encode(t) for t in texts]
+
+
+def cmd_bench(args) -> int:
+    from tqdm import tqdm
+
+    from reference.bench import markdown_report, run_bench, run_transformers_rows
+    from reference.costs import measure_costs
+    from reference.plots import (
+        plot_accepted_histogram,
+        plot_measured_vs_predicted,
+        plot_speedup_vs_k,
+    )
+
+    target, draft, source = load_pair(args)
+    prompts = bench_prompts(args)
+    ks, temperatures = parse_list(args.ks, int), parse_list(args.temperatures, float)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"models: {source}")
+    context = np.concatenate([prompts[0]] * 8)[: target.config.n_ctx // 2]
+    costs = measure_costs(target, draft, context, max_T=max(ks) + 1)
+    total = len(temperatures) * args.repeats * len(prompts) * len(ks)
+    with tqdm(total=total, desc="bench", unit="run") as bar:
+        report = run_bench(
+            target,
+            draft,
+            prompts,
+            ks,
+            temperatures,
+            args.max_new_tokens,
+            args.repeats,
+            costs,
+            seed=args.seed,
+            progress=bar,
+        )
+    if not args.no_transformers:
+        for t in temperatures:
+            best = report.best(t)
+            print(f"transformers assisted generation at T={t:g}, k={best.k} ...")
+            report.transformers_rows.append(
+                run_transformers_rows(
+                    Path(args.target or BUNDLED / "target"),
+                    Path(args.draft or BUNDLED / "draft"),
+                    target,
+                    draft,
+                    prompts,
+                    best.k,
+                    t,
+                    args.max_new_tokens,
+                    args.repeats,
+                    args.seed,
+                )
+            )
+    command = "specdec bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "specdec bench"
+    text = markdown_report(report, machine_description(), command.strip())
+    (out / "bench.md").write_text(text)
+    plot_speedup_vs_k(report, out / "speedup_vs_k.png")
+    plot_measured_vs_predicted(report, out / "measured_vs_predicted.png")
+    best = report.best(temperatures[0])
+    plot_accepted_histogram(
+        best.histogram,
+        out / "accepted_histogram.png",
+        f"Accepted drafts per round (T = {best.temperature:g}, k = {best.k})",
+    )
+    print(text)
+    print(
+        f"written: {out}/bench.md, speedup_vs_k.png, measured_vs_predicted.png, "
+        "accepted_histogram.png"
+    )
+    return 0
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", help="target checkpoint dir (config.json + model.safetensors)")
+    parser.add_argument("--draft", help="draft checkpoint dir")
+    parser.add_argument("--random", action="store_true", help="use untrained random models")
+    parser.add_argument("--seed", type=int, default=0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specdec", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -96,14 +219,26 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     demo.add_argument("--top-k", type=int, default=None)
     demo.add_argument("--top-p", type=float, default=1.0)
-    demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--max-new-tokens", type=int, default=120)
     demo.add_argument("--show-rounds", type=int, default=6)
-    demo.add_argument("--target", help="target checkpoint dir (config.json + model.safetensors)")
-    demo.add_argument("--draft", help="draft checkpoint dir")
-    demo.add_argument("--random", action="store_true", help="use untrained random models")
     demo.add_argument("--no-colour", action="store_true")
+    add_model_options(demo)
     demo.set_defaults(func=cmd_demo)
+
+    bench = sub.add_parser("bench", help="autoregressive vs speculative, swept over k and T")
+    bench.add_argument("--ks", default="1-8", help="draft lengths, e.g. 1-8 or 1,2,4")
+    bench.add_argument("--temperatures", default="0,0.8", help="comma-separated; 0 = greedy")
+    bench.add_argument("--prompts", choices=["code", "text"], default="code")
+    bench.add_argument("--max-new-tokens", type=int, default=128)
+    bench.add_argument("--repeats", type=int, default=5)
+    bench.add_argument("--out", default="bench-results", help="folder for bench.md and PNGs")
+    bench.add_argument(
+        "--no-transformers",
+        action="store_true",
+        help="skip the row against transformers' assisted generation",
+    )
+    add_model_options(bench)
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 

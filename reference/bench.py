@@ -1,0 +1,263 @@
+"""`specdec bench`: autoregressive vs speculative decoding, measured in one run.
+
+Every figure is a median over repeats, and every speedup is a ratio of times measured in
+the same repeat (autoregressive and speculative for the same prompt, back to back), so slow
+drifts of the machine cancel. Tokens are counted, never characters.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from reference.autoregressive import generate
+from reference.costs import CostProfile, expected_tokens_per_round, predicted_speedup
+from reference.drafters import ModelDrafter
+from reference.model import GPT
+from reference.sampling import SamplingParams
+from reference.speculative import speculative_generate
+
+CODE_PROMPTS = [
+    "def fibonacci(n):\n    ",
+    "import os\nimport sys\n\n\ndef main(argv):\n    ",
+    "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n",
+    "    for i, line in enumerate(lines):\n        if ",
+]
+TEXT_PROMPTS = [
+    "The weather today is",
+    "Once upon a time, in a small village by the sea,",
+]
+
+
+@dataclass
+class BenchPoint:
+    temperature: float
+    k: int
+    alpha: float  # accepted / examined, pooled over every run of this point
+    tokens_per_round: float  # emitted / rounds, pooled
+    ar_tps: float  # autoregressive tokens/s (median repeat)
+    spec_tps: float  # speculative tokens/s (median repeat)
+    speedups: list[float]  # one ratio per repeat: AR time / speculative time, per token
+    histogram: np.ndarray  # [k+1] rounds that accepted 0..k drafts
+    predicted: float = 0.0  # Leviathan: E / (k c + 1)
+    predicted_corrected: float = 0.0  # E / (k c + v(k+1)), v measured
+    predicted_tokens_per_round: float = 0.0  # E(alpha, k)
+
+    @property
+    def speedup(self) -> float:
+        return float(np.median(self.speedups))
+
+
+@dataclass
+class BenchReport:
+    points: list[BenchPoint]
+    costs: CostProfile
+    max_new_tokens: int
+    repeats: int
+    n_prompts: int
+    transformers_rows: list[dict] = field(default_factory=list)
+
+    def best(self, temperature: float) -> BenchPoint:
+        return max(
+            (p for p in self.points if p.temperature == temperature), key=lambda p: p.speedup
+        )
+
+
+def timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
+def run_bench(
+    target: GPT,
+    draft: GPT,
+    prompts: list[np.ndarray],
+    ks: list[int],
+    temperatures: list[float],
+    max_new_tokens: int,
+    repeats: int,
+    costs: CostProfile,
+    seed: int = 0,
+    progress=None,
+) -> BenchReport:
+    """For each temperature and repeat: every prompt autoregressively, then speculatively
+    at every k, back to back. Speedup per repeat = sum AR time per token / sum spec time."""
+    points = []
+    drafter = ModelDrafter(draft)
+    for temperature in temperatures:
+        sampling = SamplingParams(temperature=temperature)
+        ar_time = np.zeros(repeats)
+        ar_tokens = np.zeros(repeats)
+        spec_time = {k: np.zeros(repeats) for k in ks}
+        spec_tokens = {k: np.zeros(repeats) for k in ks}
+        stats = {k: [] for k in ks}
+        for r in range(repeats):
+            for j, prompt in enumerate(prompts):
+                seed_r = (seed, r, j)
+                out, dt = timed(
+                    generate,
+                    target,
+                    prompt,
+                    max_new_tokens=max_new_tokens,
+                    rng=np.random.default_rng(seed_r),
+                    sampling=sampling,
+                )
+                ar_time[r] += dt
+                ar_tokens[r] += len(out)
+                for k in ks:
+                    res, dt = timed(
+                        speculative_generate,
+                        target,
+                        drafter,
+                        prompt,
+                        k=k,
+                        max_new_tokens=max_new_tokens,
+                        rng=np.random.default_rng(seed_r),
+                        sampling=sampling,
+                    )
+                    spec_time[k][r] += dt
+                    spec_tokens[k][r] += len(res.tokens)
+                    stats[k].append(res.stats)
+                    if progress is not None:
+                        progress.update(1)
+        ar_rate = ar_tokens / ar_time
+        for k in ks:
+            spec_rate = spec_tokens[k] / spec_time[k]
+            accepted = sum(s.accepted for s in stats[k])
+            examined = accepted + sum(s.rejections for s in stats[k])
+            alpha = accepted / examined if examined else float("nan")
+            emitted, rounds = sum(s.emitted for s in stats[k]), sum(s.rounds for s in stats[k])
+            point = BenchPoint(
+                temperature=temperature,
+                k=k,
+                alpha=alpha,
+                tokens_per_round=emitted / rounds,
+                ar_tps=float(np.median(ar_rate)),
+                spec_tps=float(np.median(spec_rate)),
+                speedups=list(spec_rate / ar_rate),
+                histogram=sum(s.accepted_histogram for s in stats[k]),
+            )
+            point.predicted = predicted_speedup(alpha, k, costs.c)
+            point.predicted_corrected = predicted_speedup(
+                alpha, k, costs.c, costs.verify_cost(k + 1)
+            )
+            point.predicted_tokens_per_round = expected_tokens_per_round(alpha, k)
+            points.append(point)
+    return BenchReport(points, costs, max_new_tokens, repeats, len(prompts))
+
+
+def run_transformers_rows(
+    target_dir,
+    draft_dir,
+    target: GPT,
+    draft: GPT,
+    prompts: list[np.ndarray],
+    k: int,
+    temperature: float,
+    max_new_tokens: int,
+    repeats: int,
+    seed: int = 0,
+) -> dict:
+    """transformers' assisted generation (torch CPU, one thread) vs our speculative loop on
+    the same pair, prompts and k, interleaved in the same repeats. Needs torch."""
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    torch.set_num_threads(1)  # one thread: two showed large timing outliers here
+    hf_target = GPT2LMHeadModel.from_pretrained(target_dir, torch_dtype=torch.float32).eval()
+    hf_draft = GPT2LMHeadModel.from_pretrained(draft_dir, torch_dtype=torch.float32).eval()
+    hf_draft.generation_config.num_assistant_tokens = k
+    hf_draft.generation_config.num_assistant_tokens_schedule = "constant"
+    sampling = SamplingParams(temperature=temperature)
+    drafter = ModelDrafter(draft)
+    hf_rate, our_rate = [], []
+    for r in range(repeats):
+        hf_t = hf_n = our_t = our_n = 0.0
+        for j, prompt in enumerate(prompts):
+            ids = torch.tensor([prompt.tolist()])
+            kwargs = {
+                "do_sample": temperature > 0,
+                "max_new_tokens": max_new_tokens,
+                "min_new_tokens": max_new_tokens,
+                "pad_token_id": 256,
+                "attention_mask": torch.ones_like(ids),
+                "assistant_model": hf_draft,
+            }
+            if temperature > 0:
+                kwargs |= {"temperature": temperature, "top_k": 0}
+            torch.manual_seed(seed + 1000 * r + j)
+            with torch.no_grad():
+                out, dt = timed(hf_target.generate, ids, **kwargs)
+            hf_t, hf_n = hf_t + dt, hf_n + out.shape[1] - ids.shape[1]
+            res, dt = timed(
+                speculative_generate,
+                target,
+                drafter,
+                prompt,
+                k=k,
+                max_new_tokens=max_new_tokens,
+                rng=np.random.default_rng((seed, r, j)),
+                sampling=sampling,
+            )
+            our_t, our_n = our_t + dt, our_n + len(res.tokens)
+        hf_rate.append(hf_n / hf_t)
+        our_rate.append(our_n / our_t)
+    ratios = np.array(our_rate) / np.array(hf_rate)
+    return {
+        "k": k,
+        "temperature": temperature,
+        "transformers_tps": float(np.median(hf_rate)),
+        "ours_tps": float(np.median(our_rate)),
+        "ratio": float(np.median(ratios)),
+        "ratio_min": float(ratios.min()),
+        "ratio_max": float(ratios.max()),
+    }
+
+
+def markdown_report(report: BenchReport, machine: str, command: str) -> str:
+    c = report.costs
+    lines = [
+        f"Machine: {machine}",
+        f"Command: `{command}`",
+        f"{report.n_prompts} prompts x {report.max_new_tokens} new tokens, "
+        f"{report.repeats} repeats; figures are medians over repeats, speedups are ratios "
+        "measured within each repeat (spread = min..max over repeats).",
+        "",
+        "Costs measured on this machine (median of 30 passes, warm cache):",
+        "",
+        f"- target single-token step: {c.target_step * 1e3:.2f} ms; "
+        f"draft step: {c.draft_step * 1e3:.3f} ms; c = {c.c:.3f}",
+        "- verification cost v(T) = time(T new positions) / time(1): "
+        + ", ".join(f"v({T})={c.verify_cost(T):.2f}" for T in sorted(c.target_append)),
+        "",
+        "| T | k | alpha | tokens/round (measured / E) | AR tok/s | spec tok/s | speedup "
+        "(spread) | Leviathan (v=1) | corrected (measured v) | measured / corrected |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in report.points:
+        lines.append(
+            f"| {p.temperature:g} | {p.k} | {p.alpha:.3f} | {p.tokens_per_round:.2f} / "
+            f"{p.predicted_tokens_per_round:.2f} | {p.ar_tps:.1f} | {p.spec_tps:.1f} | "
+            f"**{p.speedup:.2f}x** ({min(p.speedups):.2f}..{max(p.speedups):.2f}) | "
+            f"{p.predicted:.2f}x | {p.predicted_corrected:.2f}x | "
+            f"{p.speedup / p.predicted_corrected:.2f} |"
+        )
+    if report.transformers_rows:
+        lines += [
+            "",
+            "Against transformers' assisted generation (torch CPU, 1 thread), same pair, "
+            "prompts and k, interleaved in the same repeats:",
+            "",
+            "| T | k | transformers tok/s | ours tok/s | ours / transformers (spread) |",
+            "|---|---|---|---|---|",
+        ]
+        for row in report.transformers_rows:
+            lines.append(
+                f"| {row['temperature']:g} | {row['k']} | {row['transformers_tps']:.1f} | "
+                f"{row['ours_tps']:.1f} | **{row['ratio']:.2f}x** "
+                f"({row['ratio_min']:.2f}..{row['ratio_max']:.2f}) |"
+            )
+    return "\n".join(lines) + "\n"

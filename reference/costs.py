@@ -1,0 +1,83 @@
+"""What a forward pass costs on this machine, and what the theory predicts from it.
+
+Leviathan et al. (2023) predict, for per-token acceptance alpha, draft length k and a draft
+step costing c target steps,
+
+    expected tokens per round  E(alpha, k) = (1 - alpha^(k+1)) / (1 - alpha)
+    speedup                    E(alpha, k) / (k c + 1)
+
+The "+ 1" assumes that verifying k+1 positions costs one single-token step. On a CPU it
+costs more (small matrix products run far below the matrix-vector rate), so we also use
+v(k+1) = time(forward over k+1 new positions) / time(forward over 1), measured:
+
+    corrected speedup          E(alpha, k) / (k c + v(k+1))
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from reference.model import GPT
+
+
+def expected_tokens_per_round(alpha: float, k: int) -> float:
+    # E = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha)
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def predicted_speedup(alpha: float, k: int, c: float, verify_cost: float = 1.0) -> float:
+    # E(alpha, k) / (k c + v(k+1)); verify_cost = 1 gives Leviathan's formula
+    return expected_tokens_per_round(alpha, k) / (k * c + verify_cost)
+
+
+def time_append(model: GPT, context: np.ndarray, T: int, repeats: int) -> float:
+    """Median seconds of one forward over T new positions after `context` is cached.
+
+    The cache is rolled back after each pass, so every repeat sees the same state: this is
+    exactly the temporary-write / rollback cycle of verification.
+    """
+    cache = model.new_cache()
+    model.forward(context, cache)
+    cache.commit(len(context))
+    new = context[:T]
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.forward(new, cache)
+        times.append(time.perf_counter() - start)
+        cache.rollback()
+    return float(np.median(times))
+
+
+@dataclass
+class CostProfile:
+    target_step: float  # seconds: target forward of 1 position with a warm cache
+    draft_step: float  # seconds: draft forward of 1 position
+    target_append: dict[int, float]  # T -> seconds for T new positions (verification)
+
+    @property
+    def c(self) -> float:
+        """Draft step cost relative to a target step."""
+        return self.draft_step / self.target_step
+
+    def verify_cost(self, T: int) -> float:
+        """v(T): a T-position target pass relative to a 1-position step."""
+        return self.target_append[T] / self.target_step
+
+
+def measure_costs(
+    target: GPT, draft: GPT, context: np.ndarray, max_T: int, repeats: int = 30
+) -> CostProfile:
+    # warm-up passes first: the first BLAS calls of a process are slower
+    time_append(target, context, 1, 3)
+    appends = {T: time_append(target, context, T, repeats) for T in range(1, max_T + 1)}
+    return CostProfile(
+        target_step=appends[1],
+        draft_step=time_append(draft, context, 1, repeats),
+        target_append=appends,
+    )
