@@ -6,7 +6,7 @@ import numpy as np
 
 from reference.checks import as_token_array, check_generator, check_positive_int
 from reference.model import GPT
-from reference.sampling import SamplingParams, probabilities, sample_token
+from reference.sampling import SamplingParams, check_sampling, probabilities, sample_token
 
 
 def check_eos(eos_id, n_vocab: int) -> int | None:
@@ -40,6 +40,7 @@ def generate(
     prompt = as_token_array(prompt, model.n_vocab, "prompt")
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     check_generator(rng)
+    check_sampling(sampling)
     eos_id = check_eos(eos_id, model.n_vocab)
     check_length_budget(len(prompt), max_new_tokens, model.config.n_ctx, "model")
 

@@ -17,8 +17,9 @@ from typing import Protocol
 
 import numpy as np
 
+from reference.checks import as_token_array, check_generator, check_positive_int
 from reference.model import GPT
-from reference.sampling import SamplingParams, probabilities, sample_token
+from reference.sampling import SamplingParams, check_sampling, probabilities, sample_token
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,13 @@ class ModelDrafter:
         self, context: np.ndarray, k: int, sampling: SamplingParams, rng: np.random.Generator
     ) -> Draft:
         # context [n] -> Draft(tokens [k], q [k, V])
+        # Every check runs before the cache is touched: a refused call leaves it as it was.
+        context = as_token_array(context, self.n_vocab, "context")
+        k = check_positive_int(k, "k", minimum=0)
+        check_sampling(sampling)
+        check_generator(rng)
+        if k > 0:
+            self.check_room(len(context), k)
         self.cache.rollback()  # a proposal never builds on an earlier, unverified one
         V = self.n_vocab
         tokens = np.zeros(k, dtype=np.int64)
@@ -91,6 +99,22 @@ class ModelDrafter:
                 logits = self.model.forward(tokens[i : i + 1], self.cache)[-1]
                 self._fed_drafts += 1
         return Draft(tokens, q)
+
+    def check_room(self, n_context: int, k: int) -> None:
+        # A proposal feeds context[length:] and then d_1 .. d_{k-1}: n_context + k - 1 slots.
+        committed, capacity = self.cache.length, self.cache.capacity
+        if n_context <= committed:
+            raise ValueError(
+                f"context has {n_context} tokens but the drafter has already committed "
+                f"{committed}: the context must end with a token the drafter has not seen "
+                f"(for a new prompt, call reset() first)"
+            )
+        if n_context + k - 1 > capacity:
+            raise ValueError(
+                f"drafting k={k} tokens after a context of {n_context} tokens needs "
+                f"{n_context + k - 1} cache slots, but the drafter's cache has {capacity}; "
+                f"lower k or shorten the context"
+            )
 
     def commit(self, n_accepted: int) -> None:
         # keep the fed context tokens and the accepted drafts that were fed (at most k-1)

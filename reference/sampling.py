@@ -58,6 +58,12 @@ class SamplingParams:
 GREEDY = SamplingParams(temperature=0.0)
 
 
+def check_sampling(sampling) -> SamplingParams:
+    if not isinstance(sampling, SamplingParams):
+        raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
+    return sampling
+
+
 def one_hot(index: np.ndarray, n: int, dtype) -> np.ndarray:  # [...] ints -> [..., n]
     out = np.zeros(index.shape + (n,), dtype=dtype)
     np.put_along_axis(out, index[..., None], 1, axis=-1)
@@ -95,7 +101,12 @@ def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
     check_finite(z, "logits")
     if params.greedy:
         return one_hot(np.argmax(z, axis=-1), z.shape[-1], z.dtype)
-    z = z / z.dtype.type(params.temperature)
+    # Shift by the max *before* dividing: every entry is then <= 0, so a temperature far
+    # below the logit gaps sends the others to -inf (probability 0) instead of overflowing
+    # to inf - inf = NaN. Divide in float64 so that a tiny T cannot round to 0 either.
+    z = z - z.max(axis=-1, keepdims=True)
+    with np.errstate(over="ignore"):
+        z = (z / np.float64(params.temperature)).astype(z.dtype, copy=False)
     if params.top_k is not None:
         z = top_k_filter(z, params.top_k)
     e = np.exp(z - z.max(axis=-1, keepdims=True))  # softmax; exp(-inf) = 0 for filtered ids

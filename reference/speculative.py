@@ -28,7 +28,7 @@ from reference.checks import as_token_array, check_generator, check_positive_int
 from reference.drafters import Draft, Drafter
 from reference.kv_cache import KVCache
 from reference.model import GPT
-from reference.sampling import SamplingParams, probabilities
+from reference.sampling import SamplingParams, check_sampling, probabilities
 from reference.verify import Verification, verify
 
 
@@ -183,8 +183,7 @@ def speculative_generate(
     k = check_positive_int(k, "k")
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     check_generator(rng)
-    if not isinstance(sampling, SamplingParams):
-        raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
+    check_sampling(sampling)
     eos_id = check_eos(eos_id, target.n_vocab)
     check_length_budget(len(prompt), max_new_tokens, target.config.n_ctx, "target")
     check_length_budget(len(prompt), max_new_tokens, drafter.n_ctx, "drafter")

@@ -59,8 +59,11 @@ def check_verify_inputs(p_target, q_draft, draft_tokens, rng) -> np.ndarray:
     check_generator(rng)
     check_probability_rows(p_target, "p_target", ROW_SUM_ATOL)
     check_probability_rows(q_draft, "q_draft", ROW_SUM_ATOL)
-    if p_target.ndim != 2:
-        raise ValueError(f"p_target must be 2-D [k+1, V], got shape {p_target.shape}")
+    if p_target.ndim != 2 or p_target.shape[0] < 1:
+        raise ValueError(
+            f"p_target must be 2-D [k+1, V] with at least one row (row k is the bonus row), "
+            f"got shape {p_target.shape}"
+        )
     if q_draft.ndim != 2:
         raise ValueError(f"q_draft must be 2-D [k, V], got shape {q_draft.shape}")
     k_plus_1, V = p_target.shape

@@ -1,0 +1,1 @@
+"""Unit, property and bad-input tests of the NumPy reference (not statistical)."""
