@@ -41,6 +41,7 @@ class SpeculativeStats:
     rejections: int = 0  # rounds that ended on a rejected draft
     emitted: int = 0  # tokens returned (after the EOS / length cut)
     accepted_per_round: list[int] = field(default_factory=list)
+    drafted_per_round: list[int] = field(default_factory=list)  # k, or fewer near the end
     reached: np.ndarray = None  # [k] how often draft position i was examined
     accepted_at: np.ndarray = None  # [k] how often draft position i was accepted
     stop_reason: str = ""  # "eos" or "length"
@@ -76,9 +77,13 @@ class SpeculativeStats:
         return np.where(self.reached > 0, rate, np.nan)
 
     @property
-    def accepted_histogram(self) -> np.ndarray:  # [k+1]: rounds that accepted 0..k drafts
-        counts = np.asarray(self.accepted_per_round, dtype=np.int64)
-        return np.bincount(counts, minlength=self.k + 1)
+    def accepted_histogram(self) -> np.ndarray:  # [k+1]: full rounds that accepted 0..k drafts
+        """Counts over rounds that drafted the full k. The last rounds of a run may draft
+        fewer (never more than could be emitted); counting them would put a bonus-only round
+        in the "0 accepted" bin although nothing was rejected."""
+        rounds = zip(self.accepted_per_round, self.drafted_per_round, strict=True)
+        full = [a for a, d in rounds if d == self.k]
+        return np.bincount(np.asarray(full, dtype=np.int64), minlength=self.k + 1)
 
     def record(self, k_round: int, accepted: int) -> None:
         self.rounds += 1
@@ -86,6 +91,7 @@ class SpeculativeStats:
         self.accepted += accepted
         self.rejections += int(accepted < k_round)
         self.accepted_per_round.append(accepted)
+        self.drafted_per_round.append(k_round)
         examined = min(accepted + 1, k_round)
         self.reached[:examined] += 1
         self.accepted_at[:accepted] += 1
