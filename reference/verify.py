@@ -109,11 +109,12 @@ def verify_law(p_target: np.ndarray, q_draft: np.ndarray, draft_tokens) -> dict:
     for i, x in enumerate(draft_tokens):
         a = min(1.0, p64[i, x] / q64[i, x])
         for y, r in enumerate(residual_distribution(p64[i], q64[i])):
-            if r > 0:
-                law[(i, y)] = law.get((i, y), 0.0) + reach * (1.0 - a) * r
+            mass = reach * (1.0 - a) * r
+            if mass > 0:  # list only outcomes that can happen
+                law[(i, y)] = law.get((i, y), 0.0) + mass
         reach *= a
     k = len(draft_tokens)
     for y, r in enumerate(p64[k]):
-        if r > 0:
+        if reach * r > 0:
             law[(k, y)] = law.get((k, y), 0.0) + reach * r
     return law

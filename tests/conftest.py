@@ -1,0 +1,177 @@
+"""Shared pytest configuration, and the oracle's plug-in point.
+
+The statistical oracle (`pytest -m distribution`, tests/distribution/) grades the reference by
+default. Two options make it grade another implementation with the same contract:
+
+    pytest -m distribution --verify=my_verify.py:verify
+    pytest -m distribution --verify=mypkg.core:verify
+    pytest -m distribution --speculative=mypkg.loop:speculative_generate
+
+--verify        verify(p_target [k+1, V], q_draft [k, V], draft_tokens [k], rng) returning an
+                object with .accepted and .token, or a tuple (accepted, token)
+--speculative   speculative_generate(target, drafter, prompt, *, k, max_new_tokens, rng,
+                sampling, eos_id) returning an object with .tokens and
+                .stats.accepted_per_round
+
+The spec is `module.path:function` (imported; the current directory is tried too) or
+`path/to/file.py:function` (loaded from that file, relative to the current directory).
+A spec that cannot be loaded stops pytest before any test runs, saying why.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+PLUGIN_OPTIONS = {
+    "verify": "reference.verify:verify",
+    "speculative": "reference.speculative:speculative_generate",
+}
+_LOADED = pytest.StashKey[dict]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("specdec", "specdec-lab oracle (pytest -m distribution)")
+    group.addoption(
+        "--verify",
+        action="store",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="grade another verify(p_target, q_draft, draft_tokens, rng) -> (accepted, token); "
+        "MODULE is a dotted module name or a path/to/file.py (default: the reference)",
+    )
+    group.addoption(
+        "--speculative",
+        action="store",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="grade another speculative_generate with the reference's signature; "
+        "MODULE is a dotted module name or a path/to/file.py (default: the reference)",
+    )
+
+
+def load_callable(spec: str, option: str = "--verify") -> Callable:
+    """'package.module:function' or 'path/to/file.py:function' -> the function.
+
+    Raises pytest.UsageError, naming the option and what to change, if it cannot be loaded.
+    """
+    where, sep, name = str(spec).rpartition(":")
+    if not sep or not where or not name:
+        raise pytest.UsageError(
+            f"{option}={spec!r}: expected MODULE:FUNCTION, e.g. {option}=my_verify.py:verify "
+            f"or {option}=mypkg.core:verify"
+        )
+    if where.endswith(".py") or "/" in where or "\\" in where:
+        module = _module_from_file(Path(where), spec, option)
+    else:
+        module = _module_from_name(where, spec, option)
+    if not hasattr(module, name):
+        public = sorted(n for n in vars(module) if not n.startswith("_"))[:12]
+        raise pytest.UsageError(
+            f"{option}={spec!r}: {where} has no attribute {name!r} (it defines: "
+            f"{', '.join(public) or 'nothing public'})"
+        )
+    function = getattr(module, name)
+    if not callable(function):
+        raise pytest.UsageError(
+            f"{option}={spec!r}: {where}.{name} is a {type(function).__name__}, not a function"
+        )
+    return function
+
+
+def _module_from_file(path: Path, spec: str, option: str):
+    path = path.expanduser().resolve()
+    if not path.is_file():
+        raise pytest.UsageError(f"{option}={spec!r}: no such file {path}")
+    module_name = f"_specdec_plugin_{path.stem}_{abs(hash(str(path)))}"
+    loader_spec = importlib.util.spec_from_file_location(module_name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise pytest.UsageError(f"{option}={spec!r}: cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[module_name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[module_name]
+        raise pytest.UsageError(
+            f"{option}={spec!r}: importing {path} raised {type(error).__name__}: {error}"
+        ) from error
+    return module
+
+
+def _module_from_name(name: str, spec: str, option: str):
+    cwd = str(Path.cwd())
+    added = False
+    try:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            # `pytest` (unlike `python -m pytest`) leaves the current directory off sys.path
+            if error.name != name.split(".")[0] or cwd in sys.path:
+                raise
+        sys.path.insert(0, cwd)
+        added = True
+        return importlib.import_module(name)
+    except Exception as error:
+        raise pytest.UsageError(
+            f"{option}={spec!r}: cannot import module {name!r} ({type(error).__name__}: "
+            f"{error}); give a module on sys.path or in the current directory, or a "
+            f"path/to/file.py"
+        ) from error
+    finally:
+        if added:
+            sys.path.remove(cwd)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Load the plug-ins once, before collection, so a bad spec stops the run at once.
+    config.stash[_LOADED] = {
+        kind: load_callable(spec, f"--{kind}")
+        for kind in PLUGIN_OPTIONS
+        if (spec := config.getoption(kind, default=None))
+    }
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    graded = [
+        f"{kind} = {config.getoption(kind) or default + ' (reference)'}"
+        for kind, default in PLUGIN_OPTIONS.items()
+    ]
+    return ["specdec oracle grades: " + "; ".join(graded)]
+
+
+@pytest.fixture(scope="session")
+def oracle_plugins(pytestconfig: pytest.Config) -> dict[str, Callable]:
+    """{'verify': fn, 'speculative': fn} for the plug-ins given on the command line only."""
+    return dict(pytestconfig.stash[_LOADED])
+
+
+@pytest.fixture(scope="session")
+def verify_impl(oracle_plugins) -> Callable:
+    """The `verify` under test: --verify's function, or reference.verify.verify."""
+    if "verify" in oracle_plugins:
+        return oracle_plugins["verify"]
+    from reference.verify import verify
+
+    return verify
+
+
+@pytest.fixture(scope="session")
+def speculative_impl(oracle_plugins) -> Callable:
+    """The loop under test: --speculative's function, or reference speculative_generate."""
+    if "speculative" in oracle_plugins:
+        return oracle_plugins["speculative"]
+    from reference.speculative import speculative_generate
+
+    return speculative_generate
+
+
+@pytest.fixture(scope="session")
+def load_plugin() -> Callable:
+    """The loader behind --verify / --speculative, for the tests of the plug-in point."""
+    return load_callable

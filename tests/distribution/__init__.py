@@ -1,0 +1,1 @@
+"""The statistical oracle: `pytest -m distribution` (see docs/oracle.md)."""

@@ -1,0 +1,352 @@
+"""A catalogue of broken speculative samplers: the oracle must reject every one of them.
+
+Each entry is one small, realistic mistake, written as a function with the signature of
+`reference.verify.verify` (the first six) or of `reference.speculative.speculative_generate`
+(the rest). Some of them change the output law; the cache bugs of the draft model do not
+(the draft's q is still the law its tokens came from, so verification stays exact) and show
+only in the law of the accepted count. test_power.py runs each through the same checks and
+thresholds as the real oracle and asserts that it is rejected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import cache
+from unittest import mock
+
+import numpy as np
+
+import reference.speculative as speculative
+from reference.drafters import Draft, ModelDrafter
+from reference.kv_cache import KVCache
+from reference.model import GPT
+from reference.sampling import SamplingParams, probabilities, sample_token
+from reference.speculative import speculative_generate
+from reference.verify import Verification
+
+# --------------------------------------------------------------------------------------------
+# Broken `verify`s: (p_target [k+1, V], q_draft [k, V], draft_tokens [k], rng) -> Verification
+# --------------------------------------------------------------------------------------------
+
+
+def normalised(r: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    return r / r.sum() if r.sum() > 0 else fallback / fallback.sum()
+
+
+def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:  # the correct norm(max(0, p - q))
+    return normalised(np.maximum(p - q, 0.0), p)
+
+
+def swapped_ratio(p_target, q_draft, draft_tokens, rng) -> Verification:
+    """Accepts with min(1, q(x)/p(x)): DeepMind's letters (q = target) read with ours."""
+    for i, x in enumerate(draft_tokens):
+        ratio = q_draft[i, x] / p_target[i, x] if p_target[i, x] > 0 else np.inf
+        if rng.random() >= min(1.0, ratio):
+            return Verification(i, sample_token(residual(p_target[i], q_draft[i]), rng))
+    return Verification(len(draft_tokens), sample_token(p_target[-1], rng))
+
+
+def unnormalised_residual(p_target, q_draft, draft_tokens, rng) -> Verification:
+    """Samples the residual max(0, p - q) with an inverse CDF that assumes it sums to 1:
+    u ~ U[0, 1) falls past the total mass 1 - sum min(p, q) most of the time, and every such
+    u lands on the last token id."""
+    for i, x in enumerate(draft_tokens):
+        if rng.random() >= min(1.0, p_target[i, x] / q_draft[i, x]):
+            cdf = np.cumsum(np.maximum(p_target[i] - q_draft[i], 0.0))
+            token = min(int(np.searchsorted(cdf, rng.random(), side="right")), len(cdf) - 1)
+            return Verification(i, token)
+    return Verification(len(draft_tokens), sample_token(p_target[-1], rng))
+
+
+def abs_residual(p_target, q_draft, draft_tokens, rng) -> Verification:
+    """Resamples from norm(|p - q|) instead of norm(max(0, p - q))."""
+    for i, x in enumerate(draft_tokens):
+        if rng.random() >= min(1.0, p_target[i, x] / q_draft[i, x]):
+            r = normalised(np.abs(p_target[i] - q_draft[i]), p_target[i])
+            return Verification(i, sample_token(r, rng))
+    return Verification(len(draft_tokens), sample_token(p_target[-1], rng))
+
+
+def residual_from_wrong_row(p_target, q_draft, draft_tokens, rng) -> Verification:
+    """After rejecting x_i, resamples from norm(max(0, p_{i+1} - q_i)): the target row one
+    position later (an off-by-one in the row index)."""
+    for i, x in enumerate(draft_tokens):
+        if rng.random() >= min(1.0, p_target[i, x] / q_draft[i, x]):
+            return Verification(i, sample_token(residual(p_target[i + 1], q_draft[i]), rng))
+    return Verification(len(draft_tokens), sample_token(p_target[-1], rng))
+
+
+def bonus_from_wrong_row(p_target, q_draft, draft_tokens, rng) -> Verification:
+    """When all k drafts are accepted, samples the bonus token from row k-1 instead of k."""
+    for i, x in enumerate(draft_tokens):
+        if rng.random() >= min(1.0, p_target[i, x] / q_draft[i, x]):
+            return Verification(i, sample_token(residual(p_target[i], q_draft[i]), rng))
+    k = len(draft_tokens)
+    return Verification(k, sample_token(p_target[max(k - 1, 0)], rng))
+
+
+def one_uniform_reused(p_target, q_draft, draft_tokens, rng) -> Verification:
+    """Draws one uniform per round and compares it with every position's acceptance
+    probability: the decisions become correlated (all-or-nothing)."""
+    u = rng.random()
+    for i, x in enumerate(draft_tokens):
+        if u >= min(1.0, p_target[i, x] / q_draft[i, x]):
+            return Verification(i, sample_token(residual(p_target[i], q_draft[i]), rng))
+    return Verification(len(draft_tokens), sample_token(p_target[-1], rng))
+
+
+# --------------------------------------------------------------------------------------------
+# Broken caches
+# --------------------------------------------------------------------------------------------
+
+
+class CommitsOneMoreKVCache(KVCache):
+    """commit(n) keeps n + 1 temporary slots (when there are that many): the slot of the
+    first rejected draft is kept as if it held the correction token."""
+
+    def commit(self, n: int) -> None:
+        super().commit(min(n + 1, self.pending))
+
+
+class KeepsRejectedSlotKVCache(KVCache):
+    """After a rejection, the first rejected slot stays in the attended history (and shifts
+    every later position by one), while `length` still counts only the accepted slots, so
+    the loop, which reads `length` to decide what to feed, does not notice."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.stale = 0  # rejected slots left behind the committed ones
+
+    @property
+    def end(self) -> int:  # where the next forward writes, and the position it starts at
+        return self.length + self.stale + self.pending
+
+    def commit(self, n: int) -> None:
+        left_behind = int(n < self.pending)
+        super().commit(n)
+        self.stale += left_behind
+
+    def reset(self) -> None:
+        super().reset()
+        self.stale = 0
+
+
+def cache_like(cache: KVCache, cls: type[KVCache]) -> KVCache:
+    L, nh, N, hs = cache.k.shape
+    return cls(L, nh, hs, N)
+
+
+class TargetWithCache(GPT):
+    """The same target model, whose `new_cache` returns a broken cache class."""
+
+    cache_class: type[KVCache] = KVCache
+
+    def new_cache(self, capacity: int | None = None) -> KVCache:
+        return cache_like(super().new_cache(capacity), self.cache_class)
+
+
+@cache
+def target_with_cache(target: GPT, cls: type[KVCache]) -> GPT:
+    broken = type(f"TargetWith{cls.__name__}", (TargetWithCache,), {"cache_class": cls})
+    return broken(target.config, target.params)
+
+
+class DrafterWithCache(ModelDrafter):
+    def __init__(self, model: GPT, cls: type[KVCache]) -> None:
+        super().__init__(model)
+        self.cache = cache_like(self.cache, cls)
+
+
+# --------------------------------------------------------------------------------------------
+# Broken drafters
+# --------------------------------------------------------------------------------------------
+
+
+class DraftQWithoutTemperature(ModelDrafter):
+    """Samples its tokens with the temperature but reports q computed without it."""
+
+    def propose(self, context, k, sampling, rng) -> Draft:
+        draft = super().propose(context, k, sampling, rng)
+        if k == 0:
+            return draft
+        logits = self.model.forward(np.concatenate([context, draft.tokens[:-1]]))[-k:]
+        return Draft(draft.tokens, probabilities(logits, replace(sampling, temperature=1.0)))
+
+
+class ArgmaxDraftSoftQ(ModelDrafter):
+    """Proposes the draft's argmax tokens but reports the soft q (DESIGN.md's "argmax drafts
+    judged with soft q"): q is no longer the law the tokens came from."""
+
+    def propose(self, context, k, sampling, rng) -> Draft:
+        draft = super().propose(context, k, SamplingParams(0.0), rng)
+        if k == 0:
+            return draft
+        logits = self.model.forward(np.concatenate([context, draft.tokens[:-1]]))[-k:]
+        return Draft(draft.tokens, probabilities(logits, sampling))
+
+
+class DrafterSkipsCatchUp(ModelDrafter):
+    """Feeds only the last context token each round, as if its cache held everything else:
+    after a round where all k drafts were accepted it never sees x_k (the catch-up)."""
+
+    def propose(self, context, k, sampling, rng) -> Draft:
+        n = self.cache.length
+        if 0 < n < len(context) - 1:
+            context = np.concatenate([context[:n], context[-1:]])  # what this drafter feeds
+        return super().propose(context, k, sampling, rng)
+
+
+# --------------------------------------------------------------------------------------------
+# Broken loops: the signature of speculative_generate
+# --------------------------------------------------------------------------------------------
+
+
+@cache
+def drafter_of(cls: type[ModelDrafter], model: GPT, *args) -> ModelDrafter:
+    return cls(model, *args)
+
+
+def with_drafter(cls: type[ModelDrafter], *args) -> Callable:
+    def generate(target, drafter, prompt, **kwargs):
+        return speculative_generate(target, drafter_of(cls, drafter.model, *args), prompt, **kwargs)
+
+    return generate
+
+
+def with_target_cache(cls: type[KVCache]) -> Callable:
+    def generate(target, drafter, prompt, **kwargs):
+        return speculative_generate(target_with_cache(target, cls), drafter, prompt, **kwargs)
+
+    return generate
+
+
+def patched(name: str, replacement: Callable) -> Callable:
+    """speculative_generate with one helper of reference.speculative replaced."""
+
+    def generate(target, drafter, prompt, **kwargs):
+        with mock.patch.object(speculative, name, replacement):
+            return speculative_generate(target, drafter, prompt, **kwargs)
+
+    return generate
+
+
+def target_probabilities_without(field: str, value) -> Callable:
+    # the target side's `probabilities` with one sampling field reset (the draft keeps it)
+    def target_probabilities(logits, params: SamplingParams):
+        return probabilities(logits, replace(params, **{field: value}))
+
+    return target_probabilities
+
+
+def emitted_tokens_without_eos_cut(verification, draft, eos_id, remaining) -> list[int]:
+    return verification.emitted(draft.tokens)[:remaining]  # forgets to cut after EOS
+
+
+# --------------------------------------------------------------------------------------------
+# The catalogue: each variant, the check that must catch it, and the sample size used
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    doc: str
+    kind: str  # "verify" or "loop"
+    implementation: Callable
+    check: str  # the real check that must reject it, "<setup>:<law>"
+    n: int  # samples in the power test (fewer than the real check)
+
+    @property
+    def setup(self) -> str:  # the VERIFY_SETUPS / LOOP_SETUPS entry of the check
+        return self.check.split(":")[0]
+
+
+def broken_verify(fn: Callable, check: str, n: int) -> Variant:
+    return Variant(fn.__name__, fn.__doc__, "verify", fn, check, n)
+
+
+def broken_loop(name: str, doc: str, generate: Callable, check: str, n: int) -> Variant:
+    return Variant(name, doc, "loop", generate, check, n)
+
+
+CATALOGUE = [
+    broken_verify(swapped_ratio, "ab:output", 2000),
+    broken_verify(unnormalised_residual, "fixed_k3:joint", 2000),
+    broken_verify(abs_residual, "fixed_k3:joint", 2000),
+    broken_verify(residual_from_wrong_row, "fixed_k3:joint", 2000),
+    broken_verify(bonus_from_wrong_row, "fixed_k3:joint", 8000),
+    broken_verify(one_uniform_reused, "fixed_k3:joint", 2000),
+    broken_loop(
+        "temperature_on_draft_side_only",
+        "The target's rows are computed without the temperature; the draft applies it.",
+        patched("probabilities", target_probabilities_without("temperature", 1.0)),
+        "topk_k3_eos:tokens",
+        1000,
+    ),
+    broken_loop(
+        "top_k_on_draft_side_only",
+        "The target's rows are computed without top-k; the draft applies it.",
+        patched("probabilities", target_probabilities_without("top_k", None)),
+        "topk_k3_eos:tokens",
+        1000,
+    ),
+    broken_loop(
+        "draft_q_without_temperature",
+        DraftQWithoutTemperature.__doc__,
+        with_drafter(DraftQWithoutTemperature),
+        "topk_k3_eos:tokens",
+        2500,
+    ),
+    broken_loop(
+        "argmax_draft_soft_q",
+        ArgmaxDraftSoftQ.__doc__,
+        with_drafter(ArgmaxDraftSoftQ),
+        "t1_k2:tokens",
+        1000,
+    ),
+    broken_loop(
+        "tokens_after_eos_kept",
+        "emitted_tokens forgets to cut after EOS (it cuts at the length budget only).",
+        patched("emitted_tokens", emitted_tokens_without_eos_cut),
+        "topp_k2_eos:tokens",
+        1000,
+    ),
+    broken_loop(
+        "target_cache_commits_one_more",
+        "Target cache: " + CommitsOneMoreKVCache.__doc__,
+        with_target_cache(CommitsOneMoreKVCache),
+        "t1_k2:tokens",
+        1000,
+    ),
+    broken_loop(
+        "target_cache_keeps_rejected_slot",
+        "Target cache: " + KeepsRejectedSlotKVCache.__doc__,
+        with_target_cache(KeepsRejectedSlotKVCache),
+        "t1_k2:tokens",
+        1000,
+    ),
+    broken_loop(
+        "draft_cache_commits_one_more",
+        "Draft cache: " + CommitsOneMoreKVCache.__doc__,
+        with_drafter(DrafterWithCache, CommitsOneMoreKVCache),
+        "t1_k2:round2",
+        1000,
+    ),
+    broken_loop(
+        "draft_cache_keeps_rejected_slot",
+        "Draft cache: " + KeepsRejectedSlotKVCache.__doc__,
+        with_drafter(DrafterWithCache, KeepsRejectedSlotKVCache),
+        "t1_k2:round2",
+        2500,
+    ),
+    broken_loop(
+        "draft_skips_catch_up",
+        DrafterSkipsCatchUp.__doc__,
+        with_drafter(DrafterSkipsCatchUp),
+        "t1_k2:round2",
+        1000,
+    ),
+]
+
+VARIANTS: dict[str, Variant] = {variant.name: variant for variant in CATALOGUE}

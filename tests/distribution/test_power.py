@@ -1,0 +1,40 @@
+"""Power, shown: every broken variant of broken.py must be rejected by the oracle.
+
+Each test runs the variant through the same setup, the same sampling code, the same statistic
+and the same seed as the real check named in the catalogue, with fewer samples, and asserts
+a raw p-value below POWER_P = 1e-6. That is below alpha / m for every family (1e-3 / 15), so
+the real check, with its larger n, rejects the variant whatever its family's other members
+say. A variant that crashes counts its runs as "raised <error>", an outcome of probability 0
+(the real check fails on the exception itself).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .broken import VARIANTS
+from .cases import LOOP_SETUPS, VERIFY_SETUPS, run_loop_setup
+from .oracle import POWER_P
+
+pytestmark = pytest.mark.distribution
+
+
+def test_catalogue():
+    assert len(VARIANTS) >= 10
+    for variant in VARIANTS.values():
+        assert variant.doc and variant.doc.strip(), f"{variant.name} needs a description"
+        assert variant.n < (VERIFY_SETUPS.get(variant.setup) or LOOP_SETUPS[variant.setup]).n
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_oracle_rejects(name):
+    variant = VARIANTS[name]
+    if variant.kind == "verify":
+        results = VERIFY_SETUPS[variant.setup].run(variant.implementation, n=variant.n)
+    else:
+        setup = LOOP_SETUPS[variant.setup]
+        results = run_loop_setup(variant.implementation, setup, n=variant.n, record_errors=True)
+    result = results[variant.check]
+    assert result.p_value < POWER_P, (
+        f"the oracle does not reject {name} ({variant.doc.strip()}): {result.describe()}"
+    )

@@ -1,0 +1,112 @@
+"""The oracle's own statistics: merging, the zero-probability rule, Holm, and calibration.
+
+The calibration tests simulate the chi-square statistic under the null hypothesis for the
+very laws and sample sizes of the real checks, and confirm that the stated false-alarm rates
+hold (the chi-square approximation is not anti-conservative with expected counts >= 5).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections import Counter
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from .cases import LOOP_MEMBERS, LOOP_SETUPS, VERIFY_MEMBERS, VERIFY_SETUPS
+from .oracle import (
+    ALPHA,
+    MIN_EXPECTED,
+    chi_square_test,
+    detectable_effect,
+    holm,
+    loop_laws,
+    merge_cells,
+)
+
+pytestmark = pytest.mark.distribution
+
+
+def loop_check_laws():
+    """(name, law, n) for every chi-square check of the loop family."""
+    for setup in LOOP_SETUPS.values():
+        laws = loop_laws(setup)
+        for law_name in ("tokens", "round1", "round2"):
+            yield f"{setup.name}:{law_name}", getattr(laws, law_name), setup.n
+
+
+def verify_check_laws():
+    for setup in VERIFY_SETUPS.values():
+        for name, law in setup.laws().items():
+            yield name, law, setup.n
+
+
+def test_merge_cells_partitions_the_support_into_large_enough_cells():
+    law = {i: w for i, w in enumerate(np.random.default_rng(0).dirichlet(np.full(300, 0.3)))}
+    groups = merge_cells(law, 2000)
+    assert sorted(o for g in groups for o in g) == sorted(law)
+    assert all(2000 * sum(law[o] for o in g) >= MIN_EXPECTED for g in groups)
+    assert len(groups) > 10
+
+
+def test_an_impossible_outcome_gives_p_zero_even_when_rare():
+    law = {0: 0.5, 1: 0.5}
+    result = chi_square_test(Counter({0: 5000, 1: 5000, 2: 1}), law, "x")
+    assert result.p_value == 0.0 and "impossible" in result.detail
+
+
+def test_a_point_mass_law_checks_the_support():
+    assert chi_square_test(Counter({(1, 2): 50}), {(1, 2): 1.0}, "x").p_value == 1.0
+    assert chi_square_test(Counter({(1, 2): 49, (1, 3): 1}), {(1, 2): 1.0}, "x").p_value == 0
+
+
+def test_chi_square_matches_scipy_on_unmerged_cells():
+    law = {"a": 0.5, "b": 0.3, "c": 0.2}
+    counts = Counter({"a": 520, "b": 270, "c": 210})
+    ours = chi_square_test(counts, law, "x")
+    theirs = stats.chisquare([210, 270, 520], [200, 300, 500])
+    assert ours.p_value == pytest.approx(theirs.pvalue, rel=1e-12)
+
+
+def test_holm_adjusts_step_down():
+    adjusted = holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.005})
+    assert adjusted == pytest.approx({"d": 0.02, "a": 0.03, "c": 0.06, "b": 0.06})
+
+
+# every chi-square check with at least two cells (a point mass only checks its support)
+CHECKS = [c for c in [*loop_check_laws(), *verify_check_laws()] if len(merge_cells(c[1], c[2])) > 1]
+
+
+@pytest.mark.parametrize("name, law, n", CHECKS, ids=[c[0] for c in CHECKS])
+def test_false_alarm_rate_is_as_stated(name, law, n):
+    """Under H0 (multinomial draws from the exact law, with the check's n), the chi-square
+    p-value falls below 0.01 about 1% of the time and below 1e-3 about 0.1% of the time."""
+    groups = merge_cells(law, n)
+    probs = np.array([math.fsum(law[o] for o in g) for g in groups])
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    reps = 20_000
+    observed = rng.multinomial(n, probs / probs.sum(), size=reps)  # [reps, cells]
+    expected = n * probs
+    statistic = ((observed - expected) ** 2 / expected).sum(axis=1)
+    p = stats.chi2.sf(statistic, len(groups) - 1)
+    # binomial bounds at ~4 standard deviations around the nominal rates
+    assert np.mean(p < 0.01) <= 0.01 + 4 * math.sqrt(0.01 * 0.99 / reps)
+    assert np.mean(p < 0.01) >= 0.01 - 4 * math.sqrt(0.01 * 0.99 / reps)
+    assert np.sum(p < 1e-3) <= stats.binom.isf(1e-4, reps, 1e-3)
+
+
+def test_sample_sizes_give_the_stated_power():
+    """cases.py's claims: at Holm's strictest threshold, with power 0.9, the loop checks
+    detect an effect of Cohen's w >= 0.06 in the accepted-count laws and >= 0.085 in the
+    token laws; the verify checks w >= 0.064 (0.036 for the A/B output law)."""
+    for name, law, n in loop_check_laws():
+        df = len(merge_cells(law, n)) - 1
+        if df >= 1:
+            bound = 0.085 if name.endswith(":tokens") else 0.06
+            assert detectable_effect(n, df, ALPHA / len(LOOP_MEMBERS)) <= bound, name
+    for name, law, n in verify_check_laws():
+        df = len(merge_cells(law, n)) - 1
+        bound = 0.036 if name == "ab:output" else 0.064
+        assert detectable_effect(n, df, ALPHA / len(VERIFY_MEMBERS)) <= bound, name
