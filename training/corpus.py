@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from training.tokenizer import EOS
+from reference.tokenizer import EOS
 
 MAX_FILE_BYTES = 200_000  # a few huge generated tables (e.g. unicode data) would dominate
 HELD_OUT_PERCENT = 2  # ~2% of files, chosen by path hash

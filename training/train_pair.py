@@ -38,8 +38,8 @@ import torch.nn.functional as F
 from tqdm import tqdm
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from reference.tokenizer import EOS, VOCAB_SIZE
 from training.corpus import Corpus, load_corpus, sample_windows, tile_windows
-from training.tokenizer import EOS, VOCAB_SIZE
 
 PHASE_IDS = {"target": 1, "draft": 2}  # mixed into the batch seed so the two phases differ
 
