@@ -1,0 +1,175 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · Why one-token decoding is slow
+#
+# *Article §1 and §7. Code: `reference/costs.py`, `reference/model.py`, `reference/kv_cache.py`.*
+#
+# A language model writes one token per call. Each call pushes **one** new position through
+# every weight matrix: the hidden state is a `[1, H]` row multiplied by an `[H, H]` matrix.
+# Such a product reads all H² weights from memory to do a single multiply-add with each of
+# them. The processor spends its time waiting for memory, not computing.
+#
+# Speculative decoding's bet: if we already had k plausible next tokens, the same weights
+# could score all of them in **one** pass, a `[k, H] @ [H, H]` product that reads the weights
+# once and does k times the work. This notebook measures that on this machine, then looks at
+# what a whole forward pass of the bundled models costs, and at the KV cache that makes
+# one-token steps cheap in the first place.
+
+# %%
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from IPython.display import Image, display
+
+from reference.bundled import bundled_pair_available, load_bundled_pair
+from reference.cli import random_pair
+from reference.costs import measure_costs
+from reference.plots import plot_forward_costs, plot_matmul_times
+from reference.tokenizer import encode
+
+# figures go to a scratch folder, or to docs/figures when notebooks/render.py renders them
+FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
+
+if bundled_pair_available():
+    target, draft = load_bundled_pair()
+    print("bundled trained pair (models/target, models/draft)")
+else:  # a checkout without models/: untrained stand-ins, the numbers still mean something
+    target, draft = random_pair(seed=0)
+    print("models/ not found: random stand-ins (python -m training.train_pair makes the pair)")
+print("target:", target.config)
+print("draft: ", draft.config)
+print("BLAS threads:", os.environ.get("OPENBLAS_NUM_THREADS", "library default"))
+
+# %% [markdown]
+# ## 1. `[1, H] @ [H, H]` against `[k, H] @ [H, H]`
+#
+# We time the product alone, in float32, for several widths H and row counts k. Each figure
+# is the median of several repeats. If the product were limited by arithmetic, time would
+# grow in proportion to k; if it is limited by reading the weights, the first few extra rows
+# cost almost nothing.
+
+# %%
+def median_seconds(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+rng = np.random.default_rng(0)
+times = {}
+for H in (256, 512, 1024, 2048):
+    W = rng.standard_normal((H, H), dtype=np.float32)  # [H, H]
+    times[H] = {}
+    for k in (1, 2, 4, 8, 16, 32, 64):
+        x = rng.standard_normal((k, H), dtype=np.float32)  # [k, H]
+        times[H][k] = median_seconds(lambda x=x, W=W: x @ W, repeats=9 if H < 2048 else 5)
+
+print("µs per product (rows = H, columns = k):")
+print("H     " + "".join(f"{k:>9}" for k in times[256]))
+for H, row in times.items():
+    print(f"{H:<6}" + "".join(f"{t * 1e6:9.1f}" for t in row.values()))
+print("\ncost of k rows relative to one row, H = 1024:",
+      {k: round(t / times[1024][1], 2) for k, t in times[1024].items()})
+
+# %% [markdown]
+# Read the table by rows. On many CPUs the linear-algebra library switches from a
+# matrix–vector kernel (k = 1) to a matrix–matrix kernel (k ≥ 2), which costs a fixed step
+# up; past that step, each extra row adds little. Per row, the cost falls steeply with k.
+#
+# Arithmetic intensity — multiply-adds per byte moved — explains the shape. For
+# `[k, H] @ [H, H]` in float32 the work is 2kH² operations and the traffic at least
+# 4(H² + 2kH) bytes, so the intensity is about k/2 for k ≪ H: with k = 1 the processor
+# idles, with k = 8 it does eight times more useful work per byte read.
+
+# %%
+path = plot_matmul_times(times, FIGURES / "matmul_rows.png")
+display(Image(filename=str(path)))
+
+# %% [markdown]
+# (Timings depend on the machine and its load; the shape, not the digits, is the lesson. The
+# rendered copy ran with one BLAS thread — `notebooks/render.py` sets it, to keep timings
+# steady on a shared machine.)
+#
+# ## 2. The bundled models' per-token cost
+#
+# `reference.costs.measure_costs` times real forward passes with a warm KV cache: a
+# one-token step of the target and of the draft, and a target pass that appends T new
+# positions at once — exactly what verification of T − 1 drafts does. Two numbers come out:
+#
+# * **c** = draft step / target step: the price of one guess, in target steps;
+# * **v(T)** = time of a T-position pass / time of a one-token pass. Leviathan et al. assume
+#   v ≈ 1 (true on a GPU for small T); on a CPU it is larger, and this is what we measure.
+
+# %%
+context = encode("def fibonacci(n):\n    if n < 2:\n        return n\n" * 2)
+profile = measure_costs(target, draft, context, max_T=8, repeats=9)
+print(f"target one-token step: {profile.target_step * 1e3:.2f} ms")
+print(f"draft one-token step:  {profile.draft_step * 1e3:.3f} ms  ->  c = {profile.c:.3f}")
+print("v(T):", {T: round(profile.verify_cost(T), 2) for T in sorted(profile.target_append)})
+
+# %%
+path = plot_forward_costs(profile, FIGURES / "forward_costs.png")
+display(Image(filename=str(path)))
+
+# %% [markdown]
+# ## 3. The KV cache: why a one-token step is one position, not the whole prefix
+#
+# Attention at a new position needs the keys and values of **every** earlier position.
+# Without a cache, each step would recompute them from scratch: a forward over the whole
+# prefix. The KV cache stores them once, so a decode step feeds only the newest token. The
+# cache is cheap in memory next to the weights, but every step still has to *read* both —
+# the weights and the cached history — which is the memory traffic of §1.
+
+# %%
+for n in (32, 128, 256):
+    prefix = np.resize(context, n)  # [n] tokens
+    uncached = median_seconds(lambda prefix=prefix: target.forward(prefix), repeats=3)
+    cache = target.new_cache()
+    target.forward(prefix[:-1], cache)
+    cache.commit(n - 1)
+
+    def step(cache=cache, last=prefix[-1:]):
+        target.forward(last, cache)  # one new position, its K/V written as temporary
+        cache.rollback()  # forget it again, so every repeat sees the same cache
+
+    cached = median_seconds(step, repeats=9)
+    print(f"context {n:3d}: recompute everything {uncached * 1e3:7.1f} ms   "
+          f"cached step {cached * 1e3:5.2f} ms   ({uncached / cached:5.1f}x)")
+
+cfg = target.config
+weights = sum(w.nbytes for w in target.params.values())
+per_token = 2 * cfg.n_layer * cfg.n_embd * 4  # K and V, every layer, float32
+print(f"\ntarget weights: {weights / 1e6:.1f} MB read by every step")
+print(f"KV cache: {per_token / 1e3:.1f} kB per cached token "
+      f"({per_token * cfg.n_ctx / 1e6:.1f} MB at the full {cfg.n_ctx}-token context)")
+
+# %% [markdown]
+# **What to take away.** A one-token step is dominated by moving weights (and the cached
+# history) rather than by arithmetic. Scoring several positions in one pass shares that
+# movement. Speculative decoding supplies those positions by guessing them with a cheap
+# draft model (notebook 03) and checking all guesses in one target pass (notebook 04). It
+# does not shrink the cache or the history — it cuts the number of sequential target calls.
+#
+# **Where it sits among KV-cache optimisations** (article §9). Grouped-query and latent
+# attention (GQA, MLA) make each cached entry narrower; sliding windows and pruning keep
+# fewer entries; speculative decoding leaves the cache as it is and reduces how many times
+# the big model must be called one after another. The three act on different things, so they
+# combine.

@@ -1,0 +1,134 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Drafting: k cheap guesses, one after another
+#
+# *Article §2. Code: `reference/drafters.py` (`ModelDrafter`, `Draft`),
+# `reference/sampling.py`. Tests: `tests/unit/test_stats_and_trace.py`, the oracle's loop
+# family.*
+#
+# The draft model q is a much smaller GPT over the **same vocabulary** as the target (here:
+# bytes). It drafts like any language model — autoregressively — so its guesses are not k
+# independent predictions: the second guess is conditioned on the first, and so on:
+#
+# x₁ ~ q(· | context),  x₂ ~ q(· | context, x₁),  …,  x_k ~ q(· | context, x₁ … x_{k−1}).
+#
+# A drafter hands back two things: the tokens **and** the exact distributions q_i they were
+# drawn from. Verification (notebooks 04–05) needs those rows: min(1, p/q) is only correct
+# with the q that really produced the token.
+
+# %%
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from IPython.display import Image, display
+
+from reference import ModelDrafter, SamplingParams, probabilities
+from reference.bundled import bundled_pair_available, load_bundled_pair
+from reference.cli import random_pair
+from reference.plots import plot_draft_rows
+from reference.report import quoted
+from reference.tokenizer import decode, encode
+
+FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
+target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
+print("draft:", draft.config)
+n_target = sum(w.size for w in target.params.values())
+n_draft = sum(w.size for w in draft.params.values())
+print(f"parameters: target {n_target / 1e6:.2f} M, draft {n_draft / 1e6:.2f} M "
+      f"({n_target / n_draft:.0f}x smaller)")
+
+# %% [markdown]
+# ## 1. One proposal of k = 4 tokens
+#
+# `ModelDrafter.propose(context, k, sampling, rng)` feeds the context tokens its cache lacks,
+# samples x₁ from the last row, feeds x₁, samples x₂, and so on. Sampling uses the processed
+# distribution from `reference.sampling.probabilities` (temperature here), the same function
+# the target will use. Every random choice comes from the generator we pass in.
+
+# %%
+context = encode("def fibonacci(n):\n    if n ")
+sampling = SamplingParams(temperature=0.8)
+drafter = ModelDrafter(draft)
+proposal = drafter.propose(context, k=4, sampling=sampling, rng=np.random.default_rng(3))
+
+print("context:", repr(decode(context)))
+print("drafted:", repr(decode(proposal.tokens)), "  q rows:", proposal.q.shape)
+for i, (x, row) in enumerate(zip(proposal.tokens, proposal.q, strict=True), start=1):
+    top = np.argsort(-row)[:3]
+    alternatives = ", ".join(f"{quoted(t)} {row[t]:.2f}" for t in top)
+    print(f"  x{i} = {quoted(x):6} q_{i}(x{i}) = {row[x]:.3f}   top of q_{i}: {alternatives}")
+
+# %%
+path = plot_draft_rows(proposal.tokens, proposal.q, FIGURES / "draft_rows.png",
+                       context_text=decode(context[-8:]).replace("\n", "↵"))
+display(Image(filename=str(path)))
+
+# %% [markdown]
+# ## 2. Each row is conditioned on the drafts before it
+#
+# We recompute each q_i with a plain uncached forward of `context + x₁ … x_{i−1}` and compare.
+# They match: the drafter's cache held exactly that history when it produced the row.
+
+# %%
+for i in range(len(proposal.tokens)):
+    prefix = np.concatenate([context, proposal.tokens[:i]])
+    q_again = probabilities(draft.forward(prefix)[-1], sampling)
+    print(f"q_{i + 1}: max |cached - recomputed| = {np.abs(q_again - proposal.q[i]).max():.2e}")
+
+# %% [markdown]
+# ## 3. What the draft's cache holds now
+#
+# The drafter fed the context (a prefill, in this first call) and x₁ … x_{k−1}; x_k was never
+# fed — nobody needs q_{k+1}. All of it is **temporary** until the target has spoken: after
+# verification, `drafter.commit(n_accepted)` keeps the context and the accepted drafts and
+# drops the rest (notebook 06 follows this over many rounds).
+
+# %%
+print(drafter.cache, f"  (context {len(context)} + drafts fed {len(proposal.tokens) - 1})")
+drafter.commit(2)  # pretend the target accepted x1 and x2
+print("after commit(2):", drafter.cache)
+
+# %% [markdown]
+# ## 4. Greedy drafting gives one-hot rows
+#
+# With temperature 0 the "distribution" is a point mass on the argmax. The drafter reports
+# exactly that: q_i(x_i) = 1. The acceptance rule then becomes "keep the draft if the target
+# would have chosen it too" (notebook 05) — no special case in the code.
+
+# %%
+drafter.reset()
+greedy = drafter.propose(context, k=4, sampling=SamplingParams(temperature=0.0),
+                         rng=np.random.default_rng(3))
+print("greedy draft:", repr(decode(greedy.tokens)))
+print("q_i(x_i):", greedy.q[np.arange(4), greedy.tokens], "  row sums:", greedy.q.sum(axis=1))
+
+# %% [markdown]
+# **Cost.** k draft steps per round, each costing c target steps (notebook 01 measured c).
+# Drafting is still sequential — but on a model small enough that k steps are cheap.
+#
+# **Other ways to draft** (article §10). Anything that returns tokens plus the q they were
+# drawn from can be a drafter (`reference.drafters.Drafter`):
+#
+# * an independent small model — this notebook; simple, but a second model to load;
+# * n-gram or prompt lookup — copy a continuation seen earlier in the prompt or the output;
+#   no network at all, good on repetitive text; its q is one-hot (notebook 05 §4);
+# * self-speculation — extra prediction heads on the target, or its early layers, propose
+#   the drafts; no second model, but the target needs those parts trained;
+# * tree drafts — several branches at once, verified in one pass with a tree-shaped mask;
+#   longer accepted runs, at the price of more temporary cache slots and a compaction step.
+#
+# The reference ships the first; the rule that checks them (`verify`) is the same for all.

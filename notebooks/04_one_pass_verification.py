@@ -1,0 +1,141 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · Verifying k drafts in one target pass
+#
+# *Article §3. Code: `reference/speculative.py` (`target_rows`), `reference/model.py`.
+# Tests: `tests/unit/test_model.py` (cached append == uncached), the oracle's loop family
+# (a row taken from the wrong position changes the output law).*
+#
+# The target receives the drafts **as input**: one forward call over the last committed
+# token followed by x₁ … x_k. Because of the causal mask, the output row at each position
+# depends only on what came before it, so the k + 1 rows are exactly the k + 1 conditional
+# distributions the target would have produced one step at a time:
+#
+# | output row | computed at the position of | conditioned on | judges |
+# |---|---|---|---|
+# | p₁ | the last context token | context | x₁ |
+# | p₂ | x₁ | context, x₁ | x₂ |
+# | … | … | … | … |
+# | p_k | x_{k−1} | context, x₁ … x_{k−1} | x_k |
+# | p_{k+1} | x_k | context, x₁ … x_k | nothing: the **bonus** row |
+#
+# The row that judges x_i sits one position **to the left** of x_i. Getting this offset
+# wrong — scoring x_i with the row computed *at* x_i — is the most common bug in
+# hand-written verifiers.
+
+# %%
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from IPython.display import Image, display
+
+from reference import ModelDrafter, SamplingParams, probabilities, speculative_generate
+from reference.bundled import bundled_pair_available, load_bundled_pair
+from reference.cli import random_pair
+from reference.drafters import Draft
+from reference.plots import plot_verification
+from reference.report import describe_round, quoted
+from reference.speculative import target_rows
+from reference.tokenizer import EOS, decode, encode
+
+FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
+target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
+
+# %% [markdown]
+# ## 1. A real run, and one of its rounds
+#
+# We run the loop with a trace and pick a round in which some drafts were accepted and one
+# was rejected, so that every case shows.
+
+# %%
+prompt = encode("def fibonacci(n):\n    if n < 2:\n        return n\n    ")
+sampling = SamplingParams(temperature=0.8)
+result = speculative_generate(target, ModelDrafter(draft), prompt, k=4, max_new_tokens=60,
+                              rng=np.random.default_rng(0), sampling=sampling, eos_id=EOS,
+                              trace=True)
+sequence = np.concatenate([prompt, result.tokens])
+candidates = [i for i, r in enumerate(result.trace)  # a rejection after some acceptances,
+              if i > 0 and 0 < r.accepted < len(r.draft_tokens)  # on distinct tokens
+              and len(set(r.draft_tokens.tolist())) == len(r.draft_tokens)]
+n = candidates[0] if candidates else min(1, len(result.trace) - 1)
+rnd = result.trace[n]
+print(describe_round(n + 1, rnd))
+print("context:", repr(decode(sequence[: rnd.context_len])))
+
+# %%
+path = plot_verification(rnd, FIGURES / "verification_rows.png",
+                         last_context_token=int(sequence[rnd.context_len - 1]))
+display(Image(filename=str(path)))
+
+# %% [markdown]
+# The left panel is the offset: the red arrow from output row p_i lands on the input one
+# column to the right. The right panel shows p_i(x_j) for every row/candidate pair; `verify`
+# only ever reads the boxed diagonal. Reading the diagonal one step down (p_{i+1}(x_i)) would
+# judge each draft by what the target expects *after* it.
+
+# %% [markdown]
+# ## 2. Rebuild that round's rows by hand
+#
+# We put the committed context (all but its last token, as the loop does) in a fresh target
+# cache, then call `target_rows` — the very function the loop uses — with the round's drafts.
+# One forward pass over k + 1 positions; its last k + 1 rows, turned into probabilities,
+# are p₁ … p_{k+1}.
+
+# %%
+context = sequence[: rnd.context_len]
+cache = target.new_cache()
+target.forward(context[:-1], cache)
+cache.commit(len(context) - 1)
+p_rows, n_fed = target_rows(target, cache, context, Draft(rnd.draft_tokens, rnd.q_rows), sampling)
+print(f"fed {n_fed} context token + {len(rnd.draft_tokens)} drafts in one call -> p rows "
+      f"{p_rows.shape}; cache {cache}")
+print("max |p_rows - trace.p_rows| =", float(np.abs(p_rows - rnd.p_rows).max()))
+
+# %% [markdown]
+# ## 3. One pass equals k + 1 one-token steps
+#
+# The same rows, computed the slow way: feed one token, read its row, commit, repeat. This is
+# what autoregressive decoding would have done — k + 1 sequential target calls instead of one.
+
+# %%
+cache.rollback()
+steps = []
+for token in np.concatenate([context[-1:], rnd.draft_tokens]):
+    steps.append(probabilities(target.forward([token], cache)[-1], sampling))
+    cache.commit(1)
+steps = np.stack(steps)
+print("one pass vs", len(steps), "steps: max |difference| =",
+      float(np.abs(steps - p_rows).max()))
+
+# %% [markdown]
+# ## 4. The offset, in numbers
+#
+# For each draft: the probability the right row gives it, and what a verifier that is off by
+# one position would have used instead.
+
+# %%
+k = len(rnd.draft_tokens)
+for i, x in enumerate(rnd.draft_tokens):
+    right, wrong = p_rows[i, x], p_rows[i + 1, x]
+    print(f"x{i + 1} = {quoted(x):6}  p_{i + 1}(x) = {right:.3f}  (right row)   "
+          f"p_{i + 2}(x) = {wrong:.3f}  (off by one)   q_{i + 1}(x) = {rnd.q_rows[i, x]:.3f}")
+
+# %% [markdown]
+# **Parallel, but still causal.** The k + 1 positions are computed together, yet each row
+# depends only on its own prefix. This is why the target can check a whole guessed
+# continuation in one call — and why a draft after a rejected one is worthless: its row was
+# conditioned on a token the target did not accept. That is notebook 05.

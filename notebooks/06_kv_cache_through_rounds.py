@@ -1,0 +1,153 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 06 · Two KV caches through many rounds: write, commit, roll back
+#
+# *Article §6. Code: `reference/kv_cache.py`, `reference/drafters.py` (`ModelDrafter`),
+# `reference/speculative.py`. Tests: `tests/unit/test_kv_cache.py` (the invariant after
+# every round, and a property test), the oracle's rollback-off-by-one variants. Text:
+# `docs/kv-cache.md`.*
+#
+# A round writes K/V for positions that may not survive: the target writes the drafts while
+# verifying them, the draft model writes its own guesses while making them. Nothing can be
+# made permanent before the verdict. Each model therefore keeps **its own** cache (the
+# parameters differ, so the K/V differ) with the same discipline:
+#
+# * new positions are written after the committed ones as **temporary** slots;
+# * after the verdict, `commit(n)` keeps the first n temporary slots in every layer at once;
+# * the rest is dropped by moving a pointer — nothing is copied or cleared;
+# * the new token of the round (correction or bonus) has **no K/V anywhere yet**: the next
+#   round feeds it first, to both models, in the pass it needs anyway.
+#
+# Every round of the trace records, for each cache, the triple
+# (committed before, written end, committed after).
+
+# %%
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from IPython.display import Image, display
+
+from reference import ModelDrafter, SamplingParams, probabilities, speculative_generate
+from reference.bundled import bundled_pair_available, load_bundled_pair
+from reference.cli import random_pair
+from reference.plots import plot_cache_rounds
+from reference.report import describe_round
+from reference.tokenizer import EOS, encode
+
+FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
+target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
+
+# %%
+prompt = encode("class Stack:\n    def push(self, item):\n        ")
+sampling = SamplingParams(temperature=0.8)
+drafter = ModelDrafter(draft)
+result = speculative_generate(target, drafter, prompt, k=4, max_new_tokens=60,
+                              rng=np.random.default_rng(7), sampling=sampling, eos_id=EOS,
+                              trace=True)
+trace = result.trace
+sequence = np.concatenate([prompt, result.tokens])
+for n, r in enumerate(trace[:4], start=1):
+    print(describe_round(n, r))
+
+# %% [markdown]
+# ## 1. The picture
+#
+# One row per round, both caches. Grey: committed earlier. Green: written this round and
+# kept. Red, hatched: written this round and rolled back. Orange dashed outline: positions
+# whose token is already decided but whose K/V is not in this cache yet — the next round
+# writes them first.
+
+# %%
+first = 1 if len(trace) > 9 else 0
+path = plot_cache_rounds(trace, prompt, FIGURES / "kv_cache_rounds.png",
+                         first_round=first, n_rounds=8)
+display(Image(filename=str(path)))
+
+# %% [markdown]
+# ## 2. The bookkeeping, checked on every round
+#
+# With `c` = number of committed tokens before the round, `k_r` = drafts in the round and
+# `n` = drafts accepted:
+#
+# | | committed before | written end | committed after |
+# |---|---|---|---|
+# | target | c − 1 (0 in round 1: it prefills the prompt) | c + k_r | c + n |
+# | draft | whatever it held | c + k_r − 1 (x_k is never fed) | c + min(n, k_r − 1) |
+#
+# The target's "after" is c + n: the last context token and the accepted drafts. The new
+# token, at position c + n, is uncached. The draft keeps one token fewer when all drafts
+# were accepted — it never fed its own x_k — so next round it feeds **two** tokens: x_k and
+# the bonus. That is the *catch-up*; both models simply feed `context[cache.length:]`.
+
+# %%
+catch_ups = 0
+for i, r in enumerate(trace):
+    c, k_r, n = r.context_len, len(r.draft_tokens), r.accepted
+    t_before, t_end, t_after = r.target_cache
+    d_before, d_end, d_after = r.draft_cache
+    assert t_before == (0 if i == 0 else c - 1) and t_end == c + k_r and t_after == c + n
+    if k_r == 0:  # a last round with room for one token only: nothing drafted, draft untouched
+        assert d_before == d_end == d_after
+        continue
+    assert d_end == c + k_r - 1 and d_after == c + min(n, k_r - 1)
+    catch_ups += (c - d_before) == 2
+print(f"{len(trace)} rounds: every pointer as in the table; the draft caught up two tokens "
+      f"{catch_ups} times (after a round where all drafts were accepted)")
+
+# %% [markdown]
+# ## 3. Were the caches right? The rows say so
+#
+# If a cache held a wrong history — one slot too many after a rollback, say — the rows
+# computed on top of it would differ from the model's true conditional distributions. So we
+# recompute every round's p and q rows **without any cache**, from the committed tokens plus
+# the drafts, and compare with what the loop used.
+
+# %%
+worst_p = worst_q = 0.0
+for r in trace:
+    k_r = len(r.draft_tokens)
+    tokens = np.concatenate([sequence[: r.context_len], r.draft_tokens])
+    p_true = probabilities(target.forward(tokens)[-(k_r + 1):], sampling)
+    worst_p = max(worst_p, float(np.abs(p_true - r.p_rows).max()))
+    if k_r:
+        q_true = probabilities(draft.forward(tokens[:-1])[-k_r:], sampling)
+        worst_q = max(worst_q, float(np.abs(q_true - r.q_rows).max()))
+print(f"max |p_cached - p_uncached| over all rounds: {worst_p:.1e}")
+print(f"max |q_cached - q_uncached| over all rounds: {worst_q:.1e}")
+
+# %% [markdown]
+# And the invariant itself, on the draft cache the loop leaves behind: its committed slots
+# equal a fresh prefill of the tokens it claims to hold.
+
+# %%
+held = sequence[: drafter.cache.length]
+fresh = draft.new_cache()
+draft.forward(held, fresh)
+fresh.commit(len(held))
+k_loop, v_loop = drafter.cache.committed()
+k_fresh, v_fresh = fresh.committed()
+print(f"draft cache holds {len(held)} of {len(sequence)} committed tokens; "
+      f"max |K diff| {np.abs(k_loop - k_fresh).max():.1e}, max |V diff| "
+      f"{np.abs(v_loop - v_fresh).max():.1e}")
+
+# %% [markdown]
+# **Why a pointer, not a copy.** Rolling back is `pending = 0`; committing is
+# `length += n`. The rejected slots still hold stale numbers, and they are harmless: attention
+# reads slots `[0, end)` only, and the next write overwrites them. One pointer for all layers
+# means the commit boundary cannot differ between layers. Tree drafts (several branches
+# verified at once) would need one more step — gathering the accepted path's slots into a
+# contiguous run — which this linear reference does not do.

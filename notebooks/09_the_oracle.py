@@ -1,0 +1,162 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 09 · The oracle: proving the output follows the target
+#
+# *Article §4 ("the accepted drafts plus the corrections together make up the target's
+# distribution"). Code: `tests/distribution/` (`oracle.py`, `cases.py`, `broken.py`),
+# `tests/conftest.py` (the plug-in options). Text: `docs/oracle.md`.*
+#
+# A speculative sampler can look perfectly healthy — fluent text, a good acceptance rate —
+# and still sample from the wrong distribution. The only way to know is to test the law
+# itself. `pytest -m distribution` does that in three ways:
+#
+# 1. **exact laws** (zero variance): on tiny vocabularies, enumerate every draft, every
+#    verdict and every residual or bonus token, with their probabilities, through the real
+#    `verify_law`, EOS and length rules; compare with the target's own autoregressive law to
+#    float64 precision;
+# 2. **sampled laws of the real code**: run `verify`, or the whole `speculative_generate` on
+#    tiny context-dependent transformers, many times with fixed seeds; compare the counts with
+#    the exact law by a chi-square test (cells merged until every expected count is ≥ 5), with
+#    Holm's correction across each family of checks at a false-alarm rate of 10⁻³;
+# 3. **power, shown**: a catalogue of realistic broken samplers, each of which the same checks
+#    must reject.
+#
+# And a **plug-in point**: `--verify=file.py:function` or `--speculative=…` grades another
+# implementation with the same tests. This notebook runs small versions of each part.
+
+# %%
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from IPython.display import Image, display
+
+import reference
+from reference import speculative_generate, verify
+from reference.plots import plot_oracle_power
+
+ROOT = Path(reference.__file__).resolve().parents[1]  # the repository, to import its tests
+sys.path.insert(0, str(ROOT))
+from tests.distribution.broken import VARIANTS  # noqa: E402
+from tests.distribution.cases import LOOP_SETUPS, VERIFY_SETUPS, run_loop_setup  # noqa: E402
+from tests.distribution.oracle import ALPHA, loop_laws, max_abs_difference  # noqa: E402
+
+FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
+
+# %% [markdown]
+# ## 1. An exact law
+#
+# `t1_k2` is one of the oracle's loop set-ups: a one-layer GPT target over 5 tokens with large
+# random weights (so every row depends strongly on the context), a draft that is a noisy copy
+# of it, k = 2 and 5 new tokens. `loop_laws` enumerates the whole speculative procedure —
+# every draft path, every verdict, every residual and bonus sample, round after round — and
+# the target's own autoregressive law. They must agree to float64 precision.
+
+# %%
+setup = LOOP_SETUPS["t1_k2"]
+laws = loop_laws(setup)
+speculative_tokens = {}
+for (tokens, _accepted_per_round), prob in laws.joint.items():
+    speculative_tokens[tokens] = speculative_tokens.get(tokens, 0.0) + prob
+print(f"{len(laws.tokens)} possible outputs of 5 tokens; "
+      f"{len(laws.joint)} (output, accepted-per-round) paths of the speculative procedure")
+print("max |P_speculative(output) - P_target(output)| =",
+      max_abs_difference(speculative_tokens, laws.tokens))
+print("law of the number of drafts accepted in round 1:",
+      {a: round(float(p), 4) for a, p in sorted(laws.round1.items())})
+
+# %% [markdown]
+# ## 2. Sampled laws of the real code
+#
+# Exact laws prove the *rule*; they do not run the code paths that carry the numbers — the
+# KV caches, the row indexing, the random-number use. So the oracle also samples. Here, with
+# fewer samples than the real suite, we run the A/B example through `verify`, and the whole
+# loop through `speculative_generate` on the `t1_k2` set-up. Each check prints its p-value;
+# under a correct implementation p-values are spread uniformly on [0, 1].
+
+# %%
+ab = VERIFY_SETUPS["ab"].run(verify, n=4000)
+loop = run_loop_setup(speculative_generate, setup, n=1500)
+for result in list(ab.values()) + list(loop.values()):
+    print(result.describe()[:150])
+
+# %% [markdown]
+# ## 3. Power: broken samplers must fail
+#
+# A test that never fails proves nothing. `tests/distribution/broken.py` holds realistic
+# mistakes; `test_power.py` asserts that each one is rejected with a p-value below 10⁻⁶. We run
+# a few of them through the very same checks and sample sizes:
+
+# %%
+chosen = ["swapped_ratio", "abs_residual", "residual_from_wrong_row", "one_uniform_reused",
+          "temperature_on_draft_side_only", "target_cache_commits_one_more",
+          "draft_skips_catch_up"]
+p_values = {"reference verify (A/B)": ab["ab:output"].p_value,
+            "reference loop (t1_k2)": loop["t1_k2:tokens"].p_value}
+for name in chosen:
+    variant = VARIANTS[name]
+    if variant.kind == "verify":
+        results = VERIFY_SETUPS[variant.setup].run(variant.implementation, n=variant.n)
+    else:
+        results = run_loop_setup(variant.implementation, LOOP_SETUPS[variant.setup],
+                                 n=variant.n, record_errors=True)
+    p_values[name] = results[variant.check].p_value
+    print(f"{name:31} caught by {variant.check:18} p = {p_values[name]:.1e}   "
+          f"{' '.join(variant.doc.split())[:70]}")
+
+# %%
+path = plot_oracle_power(p_values, FIGURES / "oracle_power.png", level=ALPHA,
+                         title="Goodness of fit to the exact law: correct vs broken samplers")
+display(Image(filename=str(path)))
+
+# %% [markdown]
+# Two of these deserve a second look:
+#
+# * **`draft_skips_catch_up`** breaks the *draft* cache. The output law stays exact — the
+#   draft's q is still the law its tokens came from, and `verify` corrects any q — so only the
+#   law of the number of accepted drafts in round 2 reveals it. The oracle checks that law too.
+# * **`temperature_on_draft_side_only`** is notebook 05's mismatch, caught on samples.
+#
+# ## 4. Exercise: write `verify` yourself
+#
+# Open `notebooks/exercises/my_verify.py`. It holds the contract, the rule and the traps, and
+# a `verify` that raises `NotImplementedError`. Fill it in with numpy only, then grade it from
+# the repository root:
+#
+# ```bash
+# .venv/bin/pytest -m distribution --verify=notebooks/exercises/my_verify.py:verify
+# ```
+#
+# The same command with `--verify=path/to/file.py:function` grades any implementation of the
+# contract (`--speculative=module:function` grades a whole loop). Teachers: the oracle's
+# p-values are the grade; a failing check names the law that was off. A worked solution lives
+# in `notebooks/exercises/solutions/verify_solution.py` — out of this notebook's way.
+#
+# The cell below tries your function on the A/B check right here (small n, quick feedback).
+
+# %%
+my_file = ROOT / "notebooks" / "exercises" / "my_verify.py"
+spec = importlib.util.spec_from_file_location("my_verify", my_file)
+my_verify = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(my_verify)
+try:
+    mine = VERIFY_SETUPS["ab"].run(my_verify.verify, n=4000)
+except NotImplementedError as todo:
+    print("not written yet:", todo)
+else:
+    for result in mine.values():
+        print(result.describe()[:150])

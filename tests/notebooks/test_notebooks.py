@@ -1,0 +1,116 @@
+"""The course notebooks: they run, their rendered copies match their sources, and the
+committed outputs hold no error.
+
+`notebooks/NN_name.py` (jupytext, py:percent) is the source; `NN_name.ipynb` is rendered from
+it with outputs by `notebooks/render.py`. Here each source is executed top to bottom in a
+fresh kernel (figures go to a temporary folder, nothing in the repository is written), and
+each committed `.ipynb` is compared with its source cell by cell.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+jupytext = pytest.importorskip("jupytext", reason="the notebook tests need the dev extras")
+nbformat = pytest.importorskip("nbformat", reason="the notebook tests need the dev extras")
+nbclient = pytest.importorskip("nbclient", reason="the notebook tests need the dev extras")
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+EXPECTED = [
+    "01_why_decoding_is_slow",
+    "02_transformer_and_kv_cache",
+    "03_drafting",
+    "04_one_pass_verification",
+    "05_acceptance_rejection",
+    "06_kv_cache_through_rounds",
+    "07_full_run",
+    "08_speedup_and_acceptance",
+    "09_the_oracle",
+]
+CELL_TIMEOUT_S = 120  # generous: a notebook is meant to run in well under 30 s in total
+NOTEBOOK_BUDGET_S = 90  # fail loudly if one notebook becomes much slower than intended
+
+
+def ids(paths):
+    return [p.stem for p in paths]
+
+
+def cells(nb) -> list[tuple[str, str]]:
+    return [(c.cell_type, c.source.strip()) for c in nb.cells]
+
+
+def test_the_course_is_complete():
+    assert [p.stem for p in SOURCES] == EXPECTED
+    for source in SOURCES:
+        assert source.with_suffix(".ipynb").is_file(), (
+            f"{source.name} has no rendered notebook: run .venv/bin/python notebooks/render.py"
+        )
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=ids(SOURCES))
+def test_rendered_notebook_matches_its_source(source):
+    rendered = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    expected = jupytext.read(source)
+    assert cells(rendered) == cells(expected), (
+        f"{source.with_suffix('.ipynb').name} is out of date with {source.name}: "
+        f"run .venv/bin/python notebooks/render.py {source.name[:2]}"
+    )
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=ids(SOURCES))
+def test_committed_outputs_have_no_error(source):
+    rendered = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    code = [c for c in rendered.cells if c.cell_type == "code"]
+    assert code, f"{source.stem} has no code cell"
+    for n, cell in enumerate(code, start=1):
+        assert cell.execution_count is not None, (
+            f"{source.stem}: code cell {n} was never executed in the committed notebook"
+        )
+        for output in cell.outputs:
+            assert output.output_type != "error", (
+                f"{source.stem}: code cell {n} raised {output.get('ename')}: {output.get('evalue')}"
+            )
+            text = output.get("text", "")
+            assert "Traceback" not in text, f"{source.stem}: code cell {n} printed a traceback"
+    counts = [c.execution_count for c in code]
+    assert counts == list(range(1, len(code) + 1)), (
+        f"{source.stem}: cells were not run once, top to bottom (execution counts {counts})"
+    )
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=ids(SOURCES))
+def test_notebook_executes(source, tmp_path, monkeypatch):
+    nb = jupytext.read(source)
+    monkeypatch.setenv("SPECDEC_FIGURES", str(tmp_path))  # the kernel inherits it
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        # one BLAS thread, as notebooks/render.py: a multi-threaded BLAS on a busy machine
+        # (another job, pytest -n) spins on its threads and turns seconds into minutes
+        monkeypatch.setenv(name, os.environ.get(name, "1"))
+    client = nbclient.NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(NOTEBOOKS)}},
+    )
+    start = time.perf_counter()
+    client.execute()  # raises CellExecutionError, with the cell and traceback, on failure
+    seconds = time.perf_counter() - start
+    assert seconds < NOTEBOOK_BUDGET_S, f"{source.stem} took {seconds:.0f} s"
+    figures = list(tmp_path.glob("*.png"))
+    if "display(Image" in source.read_text():
+        assert figures, f"{source.stem} displays figures but wrote none to SPECDEC_FIGURES"
+
+
+def test_figures_named_in_the_docs_exist():
+    docs = NOTEBOOKS.parent / "docs"
+    named = set(re.findall(r"\(figures/([\w-]+\.png)\)", (docs / "index.md").read_text()))
+    assert named, "docs/index.md names no figure"
+    missing = sorted(n for n in named if not (docs / "figures" / n).is_file())
+    assert not missing, f"docs/figures lacks {missing}: run .venv/bin/python notebooks/render.py"
