@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 05 · Accept or reject: the rule that keeps the target's distribution
 #
-# *Article §4. Code: `reference/verify.py` (`verify`, `verify_law`,
+# *Article §4. Code: `reference/verification.py` (`verify`, `verify_law`,
 # `acceptance_probability`, `residual_distribution`), `reference/sampling.py`.
 # Tests: `tests/unit/test_verify.py`, `pytest -m distribution` (notebook 09).*
 #
@@ -60,7 +60,7 @@ from reference.plots import plot_acceptance_example, plot_law_comparison
 from reference.report import quoted
 from reference.sampling import GREEDY, one_hot
 from reference.tokenizer import EOS, decode, encode
-from reference.verify import verify_law
+from reference.verification import verify_law
 
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)

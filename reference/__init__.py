@@ -20,7 +20,12 @@ from reference.speculative import (
     SpeculativeStats,
     speculative_generate,
 )
-from reference.verify import Verification, acceptance_probability, residual_distribution, verify
+from reference.verification import (
+    Verification,
+    acceptance_probability,
+    residual_distribution,
+    verify,
+)
 
 __all__ = [
     "GPT",

@@ -29,7 +29,7 @@ from reference.drafters import Draft, Drafter
 from reference.kv_cache import KVCache
 from reference.model import GPT
 from reference.sampling import SamplingParams, check_sampling, probabilities
-from reference.verify import Verification, verify
+from reference.verification import Verification, verify
 
 
 @dataclass

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 PLUGIN_OPTIONS = {
-    "verify": "reference.verify:verify",
+    "verify": "reference.verification:verify",
     "speculative": "reference.speculative:speculative_generate",
 }
 _LOADED = pytest.StashKey[dict]()
@@ -153,10 +153,10 @@ def oracle_plugins(pytestconfig: pytest.Config) -> dict[str, Callable]:
 
 @pytest.fixture(scope="session")
 def verify_impl(oracle_plugins) -> Callable:
-    """The `verify` under test: --verify's function, or reference.verify.verify."""
+    """The `verify` under test: --verify's function, or reference.verification.verify."""
     if "verify" in oracle_plugins:
         return oracle_plugins["verify"]
-    from reference.verify import verify
+    from reference.verification import verify
 
     return verify
 

@@ -10,7 +10,7 @@ point-mass and greedy rows, and the whole speculative loop on tiny transformers.
 your sampler's output law cannot be told apart from the target's; a red check names the law
 that was off (and notebook 09 shows how each classic mistake is caught).
 
-The contract (the same as `reference.verify.verify`; notation: p = target, q = draft):
+The contract (the same as `reference.verification.verify`; notation: p = target, q = draft):
 
     verify(p_target, q_draft, draft_tokens, rng) -> (accepted, token)
 
@@ -36,7 +36,7 @@ Things to get right (each one is a broken variant the oracle is known to catch):
 * when p_i == q_i the residual is all zeros — but then a rejection cannot happen; guard the
   division anyway (fall back to p_i).
 
-You may use numpy only; do not import `reference.verify` (that would grade the reference).
+You may use numpy only; do not import `reference.verification` (that would grade the reference).
 A worked solution is in solutions/verify_solution.py — try first.
 """
 

@@ -1,7 +1,7 @@
 """A catalogue of broken speculative samplers: the oracle must reject every one of them.
 
 Each entry is one small, realistic mistake, written as a function with the signature of
-`reference.verify.verify` (the first six) or of `reference.speculative.speculative_generate`
+`reference.verification.verify` (the first six) or of `reference.speculative.speculative_generate`
 (the rest). Some of them change the output law; the cache bugs of the draft model do not
 (the draft's q is still the law its tokens came from, so verification stays exact) and show
 only in the law of the accepted count. test_power.py runs each through the same checks and
@@ -23,7 +23,7 @@ from reference.kv_cache import KVCache
 from reference.model import GPT
 from reference.sampling import SamplingParams, probabilities, sample_token
 from reference.speculative import speculative_generate
-from reference.verify import Verification
+from reference.verification import Verification
 
 # --------------------------------------------------------------------------------------------
 # Broken `verify`s: (p_target [k+1, V], q_draft [k, V], draft_tokens [k], rng) -> Verification

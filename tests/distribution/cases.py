@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reference.sampling import SamplingParams
-from reference.verify import verify_law
+from reference.verification import verify_law
 
 from .oracle import (
     CheckResult,

@@ -10,7 +10,7 @@ Three parts, each small enough to read on its own:
 2. Exact laws (float64, zero variance): conditional rows p(. | context) and q(. | context)
    from a tiny GPT's *uncached* forward of the context, or from random tables keyed by the
    context; the law of one speculative round by enumerating the drafts with their q
-   probabilities and verify's outcomes with `reference.verify.verify_law`; the law of the
+   probabilities and verify's outcomes with `reference.verification.verify_law`; the law of the
    whole speculative procedure by chaining rounds; the target's own autoregressive law.
    The emission step is the real `reference.speculative.emitted_tokens` and the draft length
    of a round the real `round_draft_length`, so the evaluator follows the loop's policy.
@@ -35,7 +35,7 @@ from reference.drafters import Draft, ModelDrafter
 from reference.model import GPT
 from reference.sampling import SamplingParams, probabilities
 from reference.speculative import emitted_tokens, round_draft_length
-from reference.verify import Verification, verify_law
+from reference.verification import Verification, verify_law
 
 # --------------------------------------------------------------------------------------------
 # Thresholds (the numbers docs/oracle.md states)

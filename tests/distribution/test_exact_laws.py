@@ -2,7 +2,7 @@
 
 What is proved here, for the given tables and tiny models (V = 3..5, k = 0..3):
 
-* verify's law, `reference.verify.verify_law`, agrees with an independent formulation in
+* verify's law, `reference.verification.verify_law`, agrees with an independent formulation in
   exact rational arithmetic, and both satisfy the theorem: with drafts x_i ~ q rows, the first
   emitted token has law p row 0, P(accept x_1) = sum min(p, q), and the emitted sequence,
   completed by the target, has the target's joint law;
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from reference.sampling import SamplingParams
-from reference.verify import residual_distribution, verify_law
+from reference.verification import residual_distribution, verify_law
 
 from .cases import LOOP_SETUPS
 from .oracle import (

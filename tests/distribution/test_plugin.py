@@ -12,7 +12,7 @@ import pytest
 
 from reference.drafters import ModelDrafter
 from reference.speculative import speculative_generate
-from reference.verify import verify
+from reference.verification import verify
 
 from .cases import AB_P, AB_Q, LOOP_SETUPS
 from .oracle import as_outcome
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 STUDENT_VERIFY = textwrap.dedent(
     """
-    from reference.verify import verify as _reference
+    from reference.verification import verify as _reference
 
     def verify(p_target, q_draft, draft_tokens, rng):
         v = _reference(p_target, q_draft, draft_tokens, rng)
@@ -33,7 +33,7 @@ STUDENT_VERIFY = textwrap.dedent(
 
 
 def test_loads_a_module_function_by_name(load_plugin):
-    assert load_plugin("reference.verify:verify") is verify
+    assert load_plugin("reference.verification:verify") is verify
     assert load_plugin("reference.speculative:speculative_generate") is speculative_generate
 
 
@@ -50,10 +50,10 @@ def test_loads_a_function_from_a_file(load_plugin, tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ("reference.verify", "expected MODULE:FUNCTION"),
-        ("reference.verify:", "expected MODULE:FUNCTION"),
-        ("reference.verify:no_such_function", "has no attribute 'no_such_function'"),
-        ("reference.verify:ROW_SUM_ATOL", "not a function"),
+        ("reference.verification", "expected MODULE:FUNCTION"),
+        ("reference.verification:", "expected MODULE:FUNCTION"),
+        ("reference.verification:no_such_function", "has no attribute 'no_such_function'"),
+        ("reference.verification:ROW_SUM_ATOL", "not a function"),
         ("no_such_module_xyz:verify", "cannot import module 'no_such_module_xyz'"),
         ("missing/dir/my_verify.py:verify", "no such file"),
     ],
@@ -72,7 +72,7 @@ def test_a_file_that_fails_to_import_says_so(load_plugin, tmp_path):
 
 def test_the_fixtures_grade_what_the_options_name(pytestconfig, verify_impl, speculative_impl):
     expected = {
-        "verify": pytestconfig.getoption("verify") or "reference.verify:verify",
+        "verify": pytestconfig.getoption("verify") or "reference.verification:verify",
         "speculative": pytestconfig.getoption("speculative")
         or "reference.speculative:speculative_generate",
     }

@@ -2,7 +2,7 @@
 
 The full grading is `pytest -m distribution --verify=<file>:verify` (tests/conftest.py); this
 file only checks, quickly, that the skeleton fails with instructions and that the shipped
-solution's output law matches `reference.verify.verify_law`.
+solution's output law matches `reference.verification.verify_law`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from reference.verify import verify_law
+from reference.verification import verify_law
 
 EXERCISES = Path(__file__).resolve().parents[2] / "notebooks" / "exercises"
 

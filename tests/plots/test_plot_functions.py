@@ -17,7 +17,7 @@ from reference.bench import run_bench
 from reference.costs import measure_costs
 from reference.speculative import speculative_generate
 from reference.tokenizer import VOCAB_SIZE, encode
-from reference.verify import verify_law
+from reference.verification import verify_law
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
