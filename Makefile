@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench lint clean-venv
+.PHONY: demo test bench notebooks lint clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,14 @@ demo: $(VENV)/.stamp-run
 
 test: $(VENV)/.stamp-dev
 	$(PY) -m pytest
+
+# autoregressive vs speculative on the bundled pair; writes bench-results/ (see docs/benchmarks.md)
+bench: $(VENV)/.stamp-dev
+	$(VENV)/bin/specdec bench
+
+# re-execute the notebooks from their jupytext sources and refresh docs/figures/
+notebooks: $(VENV)/.stamp-dev
+	$(PY) notebooks/render.py
 
 lint: $(VENV)/.stamp-dev
 	$(VENV)/bin/ruff check .

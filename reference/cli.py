@@ -208,6 +208,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft", help="draft checkpoint dir")
     parser.add_argument("--random", action="store_true", help="use untrained random models")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -243,10 +244,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from threadpoolctl import threadpool_limits
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        # BLAS threads: with 2 threads on 2 cores, any other busy process makes the threads
+        # of a small matrix product wait for each other, and a verification pass can take
+        # 10-100x longer. One thread is steady; --threads changes it.
+        with threadpool_limits(limits=args.threads, user_api="blas"):
+            return args.func(args)
     except ValueError as err:  # bad input: one clear line, no traceback
         parser.exit(2, f"specdec: error: {err}\n")
 
