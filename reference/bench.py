@@ -31,6 +31,26 @@ TEXT_PROMPTS = [
 ]
 
 
+def held_out_code_prompts(n: int = 8, length: int = 160, seed: int = 0) -> list[np.ndarray]:
+    """Prompts cut from the training corpus's *held-out* files (stdlib sources the models
+    never saw): `length` bytes starting at the beginning of a random line of each file."""
+    from training.corpus import is_held_out, list_sources, stdlib_dir
+
+    root = stdlib_dir()
+    files = [p for p in list_sources(root) if is_held_out(p.relative_to(root).as_posix())]
+    rng = np.random.default_rng(seed)
+    prompts = []
+    for path in files:
+        data = path.read_bytes()
+        starts = [0] + [i + 1 for i, b in enumerate(data[: -length - 1]) if b == 10]
+        start = starts[rng.integers(len(starts))]
+        if len(data) - start > length:
+            prompts.append(np.frombuffer(data[start : start + length], np.uint8).astype(np.int64))
+        if len(prompts) == n:
+            break
+    return prompts
+
+
 @dataclass
 class BenchPoint:
     temperature: float

@@ -127,8 +127,10 @@ def machine_description() -> str:
 
 
 def bench_prompts(args) -> list[np.ndarray]:
-    from reference.bench import CODE_PROMPTS, TEXT_PROMPTS
+    from reference.bench import CODE_PROMPTS, TEXT_PROMPTS, held_out_code_prompts
 
+    if args.prompts == "heldout":
+        return held_out_code_prompts(args.n_prompts)
     texts = TEXT_PROMPTS if args.prompts == "text" else CODE_PROMPTS
     return [encode(t) for t in texts]
 
@@ -229,7 +231,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="autoregressive vs speculative, swept over k and T")
     bench.add_argument("--ks", default="1-8", help="draft lengths, e.g. 1-8 or 1,2,4")
     bench.add_argument("--temperatures", default="0,0.8", help="comma-separated; 0 = greedy")
-    bench.add_argument("--prompts", choices=["code", "text"], default="code")
+    bench.add_argument(
+        "--prompts",
+        choices=["heldout", "code", "text"],
+        default="heldout",
+        help="heldout: snippets of stdlib files the models never saw (default); code: four "
+        "hand-written code openings; text: free English text",
+    )
+    bench.add_argument("--n-prompts", type=int, default=6, help="number of held-out snippets")
     bench.add_argument("--max-new-tokens", type=int, default=128)
     bench.add_argument("--repeats", type=int, default=5)
     bench.add_argument("--out", default="bench-results", help="folder for bench.md and PNGs")
