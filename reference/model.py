@@ -55,6 +55,29 @@ def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     return x @ w + b
 
 
+# Up to this many rows, a linear layer takes the blocked path below (verification appends
+# k+1 <= 9 rows for the k this project sweeps; prefill and one-row decode keep x @ w).
+FEW_ROWS = 16
+
+
+def block_size(T: int) -> int:
+    # output features per block; more rows need smaller blocks to stay unpacked (measured)
+    return 128 if T <= 5 else 64
+
+
+def linear_few_rows(x: np.ndarray, w_t: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # [T, C_in], w_t = w.T [C_out, C_in] -> [T, C_out]: the same numbers as x @ w + b.
+    # Why blocks: for a handful of rows, OpenBLAS first copies ("packs") the whole weight
+    # matrix, so on the 2-core CPU used here 5 rows cost 3.5x one row -- and verifying k
+    # drafts in one pass stops paying. Products of 64-128 output features at a time stay
+    # under its small-matrix threshold, where nothing is packed: 5 rows then cost ~1.5x
+    # one row (measured in docs/benchmarks.md).
+    x_t = np.ascontiguousarray(x.T)  # [C_in, T]
+    B = block_size(x.shape[0])
+    y_t = np.concatenate([w_t[j : j + B] @ x_t for j in range(0, w_t.shape[0], B)])
+    return y_t.T + b
+
+
 def causal_mask(T: int, S: int) -> np.ndarray:  # -> [T, S] bool, True = may attend
     # New position i sits at absolute position (S - T) + i: it may see every key up to
     # and including itself. The offset S - T is the cache length the article stresses;
@@ -88,6 +111,12 @@ class GPT:
         self.config = config
         self.params = {name: np.asarray(value, dtype=np.float32) for name, value in params.items()}
         check_param_shapes(config, self.params)
+        # transposed copies of the linear weights, for `linear_few_rows`
+        self.params_t = {
+            name: np.ascontiguousarray(w.T)
+            for name, w in self.params.items()
+            if name.startswith("h.") and w.ndim == 2
+        }
 
     @property
     def n_vocab(self) -> int:  # V
@@ -124,6 +153,13 @@ class GPT:
             cache.mark_written(T)
         return x @ P["wte.weight"].T  # [T, C] @ [C, V] -> [T, V]
 
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        # [T, C_in] -> [T, C_out] with the parameters `name`.weight / `name`.bias
+        w, b = self.params[name + ".weight"], self.params[name + ".bias"]
+        if 1 < x.shape[0] <= FEW_ROWS:
+            return linear_few_rows(x, self.params_t[name + ".weight"], b)
+        return linear(x, w, b)
+
     def block(self, x: np.ndarray, i: int, cache: KVCache | None, start: int) -> np.ndarray:
         # [T, C] -> [T, C]: pre-LayerNorm residual block
         P, eps = self.params, self.config.layer_norm_epsilon
@@ -131,24 +167,24 @@ class GPT:
         a = layer_norm(x, P[h + "ln_1.weight"], P[h + "ln_1.bias"], eps)
         x = x + self.attention_block(a, i, cache, start)
         m = layer_norm(x, P[h + "ln_2.weight"], P[h + "ln_2.bias"], eps)
-        m = gelu(linear(m, P[h + "mlp.c_fc.weight"], P[h + "mlp.c_fc.bias"]))
-        return x + linear(m, P[h + "mlp.c_proj.weight"], P[h + "mlp.c_proj.bias"])
+        m = gelu(self.linear(m, h + "mlp.c_fc"))
+        return x + self.linear(m, h + "mlp.c_proj")
 
     def attention_block(
         self, x: np.ndarray, i: int, cache: KVCache | None, start: int
     ) -> np.ndarray:
         # [T, C] -> [T, C]: multi-head causal self-attention over cached + new positions
-        P, nh = self.params, self.config.n_head
+        nh = self.config.n_head
         h = f"h.{i}.attn."
-        qkv = linear(x, P[h + "c_attn.weight"], P[h + "c_attn.bias"])  # [T, 3C]
+        qkv = self.linear(x, h + "c_attn")  # [T, 3C]
         C = x.shape[-1]
-        q, k, v = (split_heads(qkv[:, i * C : (i + 1) * C], nh) for i in range(3))  # [nh, T, hs]
+        q, k, v = (split_heads(qkv[:, j * C : (j + 1) * C], nh) for j in range(3))  # [nh, T, hs]
         if cache is not None:
             cache.write(i, start, k, v)
             stop = start + x.shape[0]
             k, v = cache.keys(i, stop), cache.values(i, stop)  # [nh, S, hs]
         out = merge_heads(attention(q, k, v))
-        return linear(out, P[h + "c_proj.weight"], P[h + "c_proj.bias"])
+        return self.linear(out, h + "c_proj")
 
 
 def expected_param_shapes(cfg: GPTConfig) -> dict[str, tuple[int, ...]]:

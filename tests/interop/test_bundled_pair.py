@@ -1,0 +1,48 @@
+"""The trained pair that ships in models/: it loads, matches torch, and decodes exactly."""
+
+import json
+
+import numpy as np
+import torch
+from transformers import GPT2LMHeadModel
+
+from reference import ModelDrafter, SamplingParams, generate, speculative_generate
+from reference.bench import held_out_code_prompts
+from reference.bundled import DRAFT_DIR, MODELS_DIR, TARGET_DIR, load_bundled_pair
+
+GREEDY = SamplingParams(temperature=0.0)
+
+
+def test_shipped_weights_stay_small():
+    total = sum(p.stat().st_size for p in MODELS_DIR.rglob("*") if p.is_file())
+    assert total < 25 * 2**20, f"models/ holds {total / 2**20:.1f} MiB; the limit is 25 MiB"
+
+
+def test_metadata_records_how_the_weights_were_made():
+    for directory in (TARGET_DIR, DRAFT_DIR):
+        meta = json.loads((directory / "metadata.json").read_text())
+        for key in ("command", "steps", "bits_per_byte_held_out", "corpus", "date"):
+            assert key in meta, f"{directory.name}/metadata.json lacks {key!r}"
+
+
+def test_numpy_logits_equal_torch_on_held_out_code():
+    target, draft = load_bundled_pair()
+    snippet = held_out_code_prompts(1, length=200)[0]
+    for ours, directory in ((target, TARGET_DIR), (draft, DRAFT_DIR)):
+        hf = GPT2LMHeadModel.from_pretrained(directory, dtype=torch.float32).eval()
+        with torch.no_grad():
+            theirs = hf(torch.tensor([snippet.tolist()])).logits[0].numpy()
+        mine = ours.forward(snippet)
+        rel = np.abs(mine - theirs).max() / np.abs(theirs).max()
+        assert rel <= 1e-5, f"{directory.name}: relative error {rel:.2e}"
+
+
+def test_greedy_speculative_equals_greedy_autoregressive_on_the_pair():
+    target, draft = load_bundled_pair()
+    for prompt in held_out_code_prompts(2, length=120):
+        ar = generate(target, prompt, max_new_tokens=40, rng=np.random.default_rng(0),
+                      sampling=GREEDY)
+        spec = speculative_generate(target, ModelDrafter(draft), prompt, k=4, max_new_tokens=40,
+                                    rng=np.random.default_rng(0), sampling=GREEDY)
+        assert spec.tokens == ar
+        assert spec.stats.alpha > 0.3  # a trained pair agrees far more often than chance
