@@ -19,7 +19,9 @@ from reference.sampling import SamplingParams
 from reference.speculative import speculative_generate
 from reference.tokenizer import EOS, VOCAB_SIZE, decode, encode
 
-DEFAULT_PROMPT = "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n"
+DEFAULT_PROMPT = (
+    "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n"
+)
 
 
 def random_pair(seed: int) -> tuple[GPT, GPT]:
