@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference import GPT, Draft, GPTConfig, KVCache, SamplingParams, init_params
+from reference import (
+    GPT,
+    Draft,
+    GPTConfig,
+    KVCache,
+    SamplingParams,
+    init_params,
+    speculative_generate,
+)
 from reference.sampling import one_hot
 
 # Dimension letters as in reference/config.py: V vocabulary, C width, L layers, N slots.
@@ -100,3 +108,20 @@ class RecordingGPT(GPT):
         cache = super().new_cache(capacity)
         self.caches.append(cache)
         return cache
+
+
+def speculative_run(
+    target, drafter, prompt, *, k, max_new_tokens, seed=0, sampling=GREEDY, eos_id=None, trace=False
+):
+    """speculative_generate with a fresh generator seeded by `seed` (the tests' one entry)."""
+    return speculative_generate(
+        target,
+        drafter,
+        prompt,
+        k=k,
+        max_new_tokens=max_new_tokens,
+        rng=np.random.default_rng(seed),
+        sampling=sampling,
+        eos_id=eos_id,
+        trace=trace,
+    )

@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from reference import ModelDrafter, generate, speculative_generate
+from reference import ModelDrafter, generate
 
-from .helpers import GREEDY, ConstantDrafter
+from .helpers import GREEDY, ConstantDrafter, speculative_run
 
 MAX_NEW = 13  # 13 % (k + 1) != 0 for every k in 1..6: the last round is a short one
 EOS_AT = 5  # with EOS: use the 6th greedy token as EOS, so generation stops mid-way
@@ -37,14 +37,13 @@ def greedy(target, prompt, max_new_tokens, eos_id=None) -> list[int]:
 
 
 def spec(target, drafter, prompt, k, max_new_tokens, eos_id=None, seed=0, trace=False):
-    return speculative_generate(
+    return speculative_run(
         target,
         drafter,
         prompt,
         k=k,
         max_new_tokens=max_new_tokens,
-        rng=np.random.default_rng(seed),
-        sampling=GREEDY,
+        seed=seed,
         eos_id=eos_id,
         trace=trace,
     )

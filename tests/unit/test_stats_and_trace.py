@@ -9,19 +9,19 @@ import pytest
 
 from reference import ModelDrafter, SamplingParams, SpeculativeStats, speculative_generate
 
-from .helpers import GREEDY
+from .helpers import GREEDY, speculative_run
 
 SOFT = SamplingParams(temperature=1.0)
 
 
 def run(target, draft, prompt, *, k, max_new_tokens, seed, sampling=SOFT, eos_id=None, trace=True):
-    return speculative_generate(
+    return speculative_run(
         target,
         ModelDrafter(draft),
         prompt,
         k=k,
         max_new_tokens=max_new_tokens,
-        rng=np.random.default_rng(seed),
+        seed=seed,
         sampling=sampling,
         eos_id=eos_id,
         trace=trace,
