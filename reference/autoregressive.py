@@ -7,6 +7,7 @@ import numpy as np
 from reference.checks import as_token_array, check_generator, check_positive_int
 from reference.model import GPT
 from reference.sampling import SamplingParams, check_sampling, probabilities, sample_token
+from reference.timing import StageClock, check_clock
 
 
 def check_eos(eos_id, n_vocab: int) -> int | None:
@@ -35,23 +36,30 @@ def generate(
     rng: np.random.Generator,
     sampling: SamplingParams = SamplingParams(),
     eos_id: int | None = None,
+    clock: StageClock | None = None,
 ) -> list[int]:
-    # prompt [n] -> new tokens [<= max_new_tokens]; stops after emitting eos_id
+    # prompt [n] -> new tokens [<= max_new_tokens]; stops after emitting eos_id.
+    # `clock`, if given, is charged "prefill", then "sample" and "target" per token.
     prompt = as_token_array(prompt, model.n_vocab, "prompt")
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     check_generator(rng)
     check_sampling(sampling)
     eos_id = check_eos(eos_id, model.n_vocab)
     check_length_budget(len(prompt), max_new_tokens, model.config.n_ctx, "model")
+    clock = check_clock(clock)
+    clock.restart()
 
     cache = model.new_cache()
     logits = model.forward(prompt, cache)[-1]  # prefill; row -1 predicts the first new token
     cache.commit(len(prompt))
+    clock.mark("prefill")
     out: list[int] = []
     while True:
         token = sample_token(probabilities(logits, sampling), rng)
         out.append(token)
+        clock.mark("sample")
         if token == eos_id or len(out) == max_new_tokens:
             return out
         logits = model.forward([token], cache)[-1]
         cache.commit(1)
+        clock.mark("target")

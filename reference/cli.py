@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from reference.autoregressive import generate
-from reference.bench import timed
+from reference.bench import AR_DECODE, SPEC_DECODE
 from reference.bundled import MODELS_DIR as BUNDLED
 from reference.config import GPTConfig
 from reference.drafters import ModelDrafter
@@ -17,6 +17,7 @@ from reference.model import GPT, init_params
 from reference.report import describe_round, render_tokens, stats_table
 from reference.sampling import SamplingParams
 from reference.speculative import speculative_generate
+from reference.timing import StageClock
 from reference.tokenizer import EOS, VOCAB_SIZE, decode, encode
 
 DEFAULT_PROMPT = (
@@ -45,7 +46,8 @@ def load_pair(args) -> tuple[GPT, GPT, str]:
 
         return load_gpt2(target_dir), load_gpt2(draft_dir), f"{target_dir} + {draft_dir}"
     target, draft = random_pair(args.seed)
-    return target, draft, "random weights (no trained pair found: untrained, output is noise)"
+    why = "--random" if args.random else f"no trained pair in {target_dir.parent}"
+    return target, draft, f"random weights ({why}: untrained, the output is noise)"
 
 
 def cmd_demo(args) -> int:
@@ -57,8 +59,8 @@ def cmd_demo(args) -> int:
     print(f"prompt: {args.prompt!r}\n")
 
     drafter = ModelDrafter(draft)
-    spec, t_spec = timed(
-        speculative_generate,
+    spec_clock, ar_clock = StageClock(), StageClock()
+    spec = speculative_generate(
         target,
         drafter,
         prompt,
@@ -68,15 +70,16 @@ def cmd_demo(args) -> int:
         sampling=sampling,
         eos_id=EOS,
         trace=True,
+        clock=spec_clock,
     )
-    ar, t_ar = timed(
-        generate,
+    ar = generate(
         target,
         prompt,
         max_new_tokens=args.max_new_tokens,
         rng=np.random.default_rng(args.seed),
         sampling=sampling,
         eos_id=EOS,
+        clock=ar_clock,
     )
 
     for n, r in enumerate(spec.trace[: args.show_rounds], start=1):
@@ -92,8 +95,12 @@ def cmd_demo(args) -> int:
     )
     print(f"\ngenerated text ({legend}):\n")
     print(args.prompt + render_tokens(spec.trace, colour))
-    timings = {"autoregressive_tps": len(ar) / t_ar, "speculative_tps": len(spec.tokens) / t_spec}
-    print("\nstatistics (one run each; `specdec bench` measures properly):")
+    # decode phase only: the prompt's prefill is the same work for both
+    timings = {
+        "autoregressive_tps": len(ar) / ar_clock.total(*AR_DECODE),
+        "speculative_tps": len(spec.tokens) / spec_clock.total(*SPEC_DECODE),
+    }
+    print("\nstatistics (one run each, decode phase; `specdec bench` measures properly):")
     print(stats_table(spec.stats, timings))
     if sampling.greedy:
         same = "yes" if ar == spec.tokens else "NO"

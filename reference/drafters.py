@@ -5,6 +5,10 @@ Every drafter answers two calls per round:
     propose(context, k, sampling, rng) -> Draft(tokens [k], q [k, V])
     commit(n_accepted)                 -> keep the state of the accepted prefix only
 
+and two per prompt, before the first round: reset() forgets the previous prompt, and
+prefill(tokens) may read the prompt (all but its last token) ahead of time -- a drafter
+with nothing to precompute does nothing there; `propose` must work either way.
+
 `q` must be the exact distribution each token was drawn from. A drafter that proposes
 deterministically (n-gram / prompt lookup) returns one-hot rows; `verify` needs nothing else.
 This issue ships the independent draft model; later variants plug in here.
@@ -33,6 +37,8 @@ class Drafter(Protocol):
     n_ctx: int  # longest context the drafter can read
 
     def reset(self) -> None: ...
+
+    def prefill(self, tokens: np.ndarray) -> None: ...
 
     def propose(
         self, context: np.ndarray, k: int, sampling: SamplingParams, rng: np.random.Generator
@@ -70,6 +76,25 @@ class ModelDrafter:
     def reset(self) -> None:
         self.cache.reset()
         self._fed_context = self._fed_drafts = 0
+
+    def prefill(self, tokens) -> None:
+        # tokens [n] -> None: cache them as the start of a new context (after reset()),
+        # so that the first proposal only reads the prompt's last token
+        tokens = as_token_array(tokens, self.n_vocab, "tokens", allow_empty=True)
+        if self.cache.length or self.cache.pending:
+            raise ValueError(
+                f"prefill starts a new context, but the drafter's cache already holds "
+                f"{self.cache.length} committed and {self.cache.pending} temporary tokens; "
+                f"call reset() first"
+            )
+        if len(tokens) > self.cache.capacity:
+            raise ValueError(
+                f"prefill of {len(tokens)} tokens exceeds the drafter's cache of "
+                f"{self.cache.capacity} slots"
+            )
+        if len(tokens):
+            self.model.forward(tokens, self.cache)
+            self.cache.commit(len(tokens))
 
     def propose(
         self, context: np.ndarray, k: int, sampling: SamplingParams, rng: np.random.Generator

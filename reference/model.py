@@ -59,21 +59,25 @@ def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
 # k+1 <= 9 rows for the k this project sweeps; prefill and one-row decode keep x @ w).
 FEW_ROWS = 16
 
+# OpenBLAS multiplies without packing when M * N * K <= 100^3 (its "small matrix" kernels on
+# AVX-512 CPUs; other builds simply take the normal path, which is still correct).
+SMALL_PRODUCT = 100**3
 
-def block_size(T: int) -> int:
-    # output features per block; more rows need smaller blocks to stay unpacked (measured)
-    return 128 if T <= 5 else 64
+
+def block_size(T: int, C_in: int) -> int:
+    # output features per block: as many as keep [B, C_in] @ [C_in, T] a small product,
+    # in multiples of 32 (the kernels' vector width), at least 32
+    return max(32, SMALL_PRODUCT // (C_in * T) // 32 * 32)
 
 
 def linear_few_rows(x: np.ndarray, w_t: np.ndarray, b: np.ndarray) -> np.ndarray:
     # [T, C_in], w_t = w.T [C_out, C_in] -> [T, C_out]: the same numbers as x @ w + b.
     # Why blocks: for a handful of rows, OpenBLAS first copies ("packs") the whole weight
-    # matrix, so on the 2-core CPU used here 5 rows cost 3.5x one row -- and verifying k
-    # drafts in one pass stops paying. Products of 64-128 output features at a time stay
-    # under its small-matrix threshold, where nothing is packed: 5 rows then cost ~1.5x
-    # one row (measured in docs/benchmarks.md).
+    # matrix, so 5 rows cost ~4x one row on the 2-core CPU used here -- and verifying k
+    # drafts in one pass stops paying. Slices of w_t small enough for its unpacked kernels
+    # read every weight once for all T rows (docs/benchmarks.md has the measurements).
     x_t = np.ascontiguousarray(x.T)  # [C_in, T]
-    B = block_size(x.shape[0])
+    B = block_size(x.shape[0], x.shape[1])
     y_t = np.concatenate([w_t[j : j + B] @ x_t for j in range(0, w_t.shape[0], B)])
     return y_t.T + b
 

@@ -1,7 +1,7 @@
 """The speculative decoding loop: draft k, verify once, accept a prefix, commit, repeat.
 
-One round, with `context` = the committed tokens (its last token is cached by neither
-model yet):
+Before the first round both models prefill every prompt token but the last. One round,
+with `context` = the committed tokens (its last token is cached by neither model yet):
 
     1. draft      the drafter proposes x_1..x_k and the rows q_1..q_k they came from
     2. verify     ONE target forward over [uncached context tokens, x_1..x_k]; its last
@@ -29,6 +29,7 @@ from reference.drafters import Draft, Drafter
 from reference.kv_cache import KVCache
 from reference.model import GPT
 from reference.sampling import SamplingParams, check_sampling, probabilities
+from reference.timing import StageClock, check_clock
 from reference.verification import Verification, verify
 
 
@@ -182,8 +183,11 @@ def speculative_generate(
     eos_id: int | None = None,
     trace: bool = False,
     verify_fn: Callable[..., Verification] = verify,
+    clock: StageClock | None = None,
 ) -> SpeculativeResult:
     # prompt [n] -> SpeculativeResult(tokens [<= max_new_tokens], stats, trace)
+    # `clock`, if given, is charged "prefill", then per round "draft", "target" (the pass
+    # and its k+1 distributions), "verify" and "other" (commit, emit, bookkeeping).
     check_pair(target, drafter)
     prompt = as_token_array(prompt, target.n_vocab, "prompt")
     k = check_positive_int(k, "k")
@@ -193,9 +197,18 @@ def speculative_generate(
     eos_id = check_eos(eos_id, target.n_vocab)
     check_length_budget(len(prompt), max_new_tokens, target.config.n_ctx, "target")
     check_length_budget(len(prompt), max_new_tokens, drafter.n_ctx, "drafter")
+    clock = check_clock(clock)
+    clock.restart()
 
+    # Prefill: both models cache every prompt token but the last, which (like every round's
+    # last emitted token) is fed together with the next drafts.
     cache = target.new_cache()
+    if len(prompt) > 1:
+        target.forward(prompt[:-1], cache)
+        cache.commit(len(prompt) - 1)
     drafter.reset()
+    drafter.prefill(prompt[:-1])
+    clock.mark("prefill")
     context = prompt.copy()
     out: list[int] = []
     stats = SpeculativeStats(k=k)
@@ -208,9 +221,12 @@ def speculative_generate(
         t_before, d_before = cache.length, cache_span(draft_cache)[0]
 
         draft = drafter.propose(context, k_round, sampling, rng)  # 1. draft
+        clock.mark("draft")
         p, n_new = target_rows(target, cache, context, draft, sampling)  # 2. one target pass
+        clock.mark("target")
         t_end, d_end = cache.end, cache_span(draft_cache)[1]
         v = verify_fn(p, draft.q, draft.tokens, rng)  # 3. accept / correct
+        clock.mark("verify")
         cache.commit(n_new + v.accepted)  # 4. commit
         drafter.commit(v.accepted)
         emitted = emitted_tokens(v, draft, eos_id, remaining)  # 5. emit
@@ -233,6 +249,7 @@ def speculative_generate(
                     draft_cache=(d_before, d_end, draft_cache.length) if draft_cache else None,
                 )
             )
+        clock.mark("other")
         if eos_id is not None and emitted and emitted[-1] == eos_id:
             stats.stop_reason = "eos"
             break

@@ -39,7 +39,7 @@ class Corpus:
             "name": "CPython standard library sources (*.py)",
             "python_version": platform.python_version(),
             # the folder itself differs per machine: name it, do not print a local path
-            "stdlib_dir": "sysconfig.get_paths()[\"stdlib\"]",
+            "stdlib_dir": 'sysconfig.get_paths()["stdlib"]',
             "excluded": sorted(SKIPPED_DIRS) + [f"files > {MAX_FILE_BYTES} bytes"],
             "held_out_rule": f"sha256(relative path) % 100 < {HELD_OUT_PERCENT}",
             "train_files": len(self.train_files),

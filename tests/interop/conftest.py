@@ -15,8 +15,15 @@ def make_hf_gpt2(seed: int, n_layer: int, n_embd: int, n_head: int, vocab: int =
     """A small random GPT2LMHeadModel whose weights are spread enough to give peaked logits."""
     torch.manual_seed(seed)
     config = transformers.GPT2Config(
-        vocab_size=vocab, n_positions=64, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
-        activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        vocab_size=vocab,
+        n_positions=64,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        activation_function="gelu_new",
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
     )
     config._attn_implementation = "eager"  # the plain softmax path, no fused kernel
     model = transformers.GPT2LMHeadModel(config).eval()

@@ -40,9 +40,17 @@ def test_numpy_logits_equal_torch_on_held_out_code():
 def test_greedy_speculative_equals_greedy_autoregressive_on_the_pair():
     target, draft = load_bundled_pair()
     for prompt in held_out_code_prompts(2, length=120):
-        ar = generate(target, prompt, max_new_tokens=40, rng=np.random.default_rng(0),
-                      sampling=GREEDY)
-        spec = speculative_generate(target, ModelDrafter(draft), prompt, k=4, max_new_tokens=40,
-                                    rng=np.random.default_rng(0), sampling=GREEDY)
+        ar = generate(
+            target, prompt, max_new_tokens=40, rng=np.random.default_rng(0), sampling=GREEDY
+        )
+        spec = speculative_generate(
+            target,
+            ModelDrafter(draft),
+            prompt,
+            k=4,
+            max_new_tokens=40,
+            rng=np.random.default_rng(0),
+            sampling=GREEDY,
+        )
         assert spec.tokens == ar
         assert spec.stats.alpha > 0.3  # a trained pair agrees far more often than chance

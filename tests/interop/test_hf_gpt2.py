@@ -47,11 +47,15 @@ def test_greedy_generation_matches_transformers(hf_pair):
     for prompt in ([1, 2, 3], [40, 7], [5] * 9):
         with torch.no_grad():
             theirs = hf_target.generate(
-                torch.tensor([prompt]), max_new_tokens=24, do_sample=False,
-                pad_token_id=0, attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-            )[0, len(prompt):].tolist()
-        mine = generate(ours, prompt, max_new_tokens=24, rng=np.random.default_rng(0),
-                        sampling=GREEDY)
+                torch.tensor([prompt]),
+                max_new_tokens=24,
+                do_sample=False,
+                pad_token_id=0,
+                attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+            )[0, len(prompt) :].tolist()
+        mine = generate(
+            ours, prompt, max_new_tokens=24, rng=np.random.default_rng(0), sampling=GREEDY
+        )
         assert mine == theirs
 
 
@@ -64,15 +68,26 @@ def test_greedy_speculative_matches_assisted_generation(hf_pair):
         hf_draft.generation_config.num_assistant_tokens_schedule = "constant"
         with torch.no_grad():
             theirs = hf_target.generate(
-                torch.tensor([prompt]), assistant_model=hf_draft, max_new_tokens=20,
-                do_sample=False, pad_token_id=0,
+                torch.tensor([prompt]),
+                assistant_model=hf_draft,
+                max_new_tokens=20,
+                do_sample=False,
+                pad_token_id=0,
                 attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-            )[0, len(prompt):].tolist()
-        ours = speculative_generate(target, ModelDrafter(draft), prompt, k=k, max_new_tokens=20,
-                                    rng=np.random.default_rng(0), sampling=GREEDY)
+            )[0, len(prompt) :].tolist()
+        ours = speculative_generate(
+            target,
+            ModelDrafter(draft),
+            prompt,
+            k=k,
+            max_new_tokens=20,
+            rng=np.random.default_rng(0),
+            sampling=GREEDY,
+        )
         assert ours.tokens == theirs
-        assert ours.tokens == generate(target, prompt, max_new_tokens=20,
-                                       rng=np.random.default_rng(0), sampling=GREEDY)
+        assert ours.tokens == generate(
+            target, prompt, max_new_tokens=20, rng=np.random.default_rng(0), sampling=GREEDY
+        )
 
 
 def test_fp16_checkpoint_loads_close_to_float32(hf_pair, tmp_path, rng):
@@ -93,5 +108,11 @@ def test_pair_with_different_vocabularies_is_refused(hf_pair, tmp_path, bad_voca
     _, _, target_dir, _ = hf_pair
     make_hf_gpt2(2, 1, 16, 2, vocab=bad_vocab).save_pretrained(tmp_path, safe_serialization=True)
     with pytest.raises(ValueError, match="vocabulary"):
-        speculative_generate(load_gpt2(target_dir), ModelDrafter(load_gpt2(tmp_path)), [1, 2],
-                             k=2, max_new_tokens=4, rng=np.random.default_rng(0))
+        speculative_generate(
+            load_gpt2(target_dir),
+            ModelDrafter(load_gpt2(tmp_path)),
+            [1, 2],
+            k=2,
+            max_new_tokens=4,
+            rng=np.random.default_rng(0),
+        )

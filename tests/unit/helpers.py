@@ -89,6 +89,9 @@ class ConstantDrafter:
     def reset(self) -> None:
         pass
 
+    def prefill(self, tokens) -> None:
+        pass
+
     def propose(self, context, k, sampling, rng) -> Draft:
         tokens = np.full(k, self.token, dtype=np.int64)
         return Draft(tokens, one_hot(tokens, self.n_vocab, np.float32))

@@ -216,10 +216,14 @@ class CheckingDrafter(ModelDrafter):
         t_cache = self.t_cache
         # between rounds: everything committed, nothing temporary, prefixes of the context
         assert t_cache.pending == 0
-        assert t_cache.length == (0 if first else len(context) - 1)  # last token uncached
+        # the prefill cached the prompt minus its last token: from round 1 on, the target
+        # lacks exactly the context's last token
+        assert t_cache.length == len(context) - 1
         assert_cache_is_prefill(self.target, t_cache, context[: t_cache.length], "target")
         # the draft lags by one token, or by two after a round that accepted all k drafts
-        assert self.cache.length in ((0,) if first else (len(context) - 1, len(context) - 2))
+        assert self.cache.length in (
+            (len(context) - 1,) if first else (len(context) - 1, len(context) - 2)
+        )
         assert_cache_is_prefill(self.model, self.cache, context[: self.cache.length], "draft")
         draft = super().propose(context, k, sampling, rng)
         # during the round: the drafter fed the context and d_1 .. d_{k-1}, all temporary

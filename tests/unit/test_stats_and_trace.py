@@ -138,15 +138,15 @@ def test_trace_rows_and_token_kinds(target, draft):
 
 
 def test_trace_cache_spans_follow_the_round_structure(target, draft):
-    """Target (before, written end, after) = (context-1, context+k_r, context+accepted);
+    """Target (before, written end, after) = (context-1, context+k_r, context+accepted), from
+    the first round on (the prefill cached the prompt minus its last token);
     the draft lags by one token, or two after an all-accepted round (catch-up)."""
     for seed in range(4):
         res = run(target, draft, [5, 1, 2, 7], k=4, max_new_tokens=25, seed=seed)
-        prev_draft_after = 0
-        for i, r in enumerate(res.trace):
+        prev_draft_after = 3  # the prefill cached the prompt minus its last token
+        for r in res.trace:
             kr, n = len(r.draft_tokens), r.accepted
-            t_before = 0 if i == 0 else r.context_len - 1
-            assert r.target_cache == (t_before, r.context_len + kr, r.context_len + n)
+            assert r.target_cache == (r.context_len - 1, r.context_len + kr, r.context_len + n)
             d_before, d_end, d_after = r.draft_cache
             assert d_before == prev_draft_after
             assert d_end == (r.context_len + kr - 1 if kr else d_before)

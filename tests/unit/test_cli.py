@@ -1,0 +1,49 @@
+"""The `specdec` command end to end, on the untrained stand-in pair (fast, no files needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reference.cli import main, parse_list
+
+
+def test_demo_prints_the_text_the_rounds_and_the_statistics(capsys):
+    assert main(["demo", "--random", "--max-new-tokens", "12", "--no-colour"]) == 0
+    out = capsys.readouterr().out
+    for expected in (
+        "sampling: greedy, k=4",
+        "round   1  context=",
+        "target cache",
+        "generated text",
+        "alpha (accepted/examined)",
+        "autoregressive tokens/s",
+        "measured speedup",
+        "speculative output identical to autoregressive output: yes",
+    ):
+        assert expected in out, expected
+
+
+def test_demo_refuses_a_bad_k_with_one_clear_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--random", "-k", "0", "--max-new-tokens", "8"])
+    assert exit_info.value.code == 2
+    assert "specdec: error: k must be" in capsys.readouterr().err
+
+
+def test_bench_writes_the_report_and_the_figures(tmp_path, capsys):
+    args = ["bench", "--random", "--ks", "1,2", "--temperatures", "0", "--repeats", "1"]
+    args += ["--prompts", "code", "--max-new-tokens", "6", "--no-transformers"]
+    assert main(args + ["--out", str(tmp_path)]) == 0
+    report = (tmp_path / "bench.md").read_text()
+    assert report.count("| 0 | 1 |") == 2 and report.count("| 0 | 2 |") == 2  # both tables
+    for name in ("speedup_vs_k.png", "measured_vs_predicted.png", "accepted_histogram.png"):
+        assert (tmp_path / name).stat().st_size > 1000, name
+    assert "written:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "expected"),
+    [("1-4", int, [1, 2, 3, 4]), ("1,2,8", int, [1, 2, 8]), ("0,0.8", float, [0.0, 0.8])],
+)
+def test_parse_list(text, kind, expected):
+    assert parse_list(text, kind) == expected
