@@ -88,6 +88,7 @@ class BenchReport:
     max_new_tokens: int
     repeats: int
     n_prompts: int
+    min_confidence: float | None = None  # the drafter's early-stop threshold (None: off)
     transformers_rows: list[dict] = field(default_factory=list)
 
     def best(self, temperature: float) -> BenchPoint:
@@ -132,13 +133,14 @@ def run_bench(
     costs: CostProfile,
     seed: int = 0,
     progress=None,
+    min_confidence: float | None = None,
 ) -> BenchReport:
     """For each temperature and repeat: every prompt autoregressively, then speculatively
     at every k, back to back. Speedup per repeat = AR time per token / spec time per token,
     over the decode phase (after the prompt's prefill, which is the same work in both) and
-    end to end."""
+    end to end. With `min_confidence`, k is the most a round drafts (ModelDrafter)."""
     points = []
-    drafter = ModelDrafter(draft)
+    drafter = ModelDrafter(draft, min_confidence)
     for temperature in temperatures:
         sampling = SamplingParams(temperature=temperature)
         ar = [Tally() for _ in range(repeats)]
@@ -182,7 +184,7 @@ def run_bench(
             points.append(
                 bench_point(temperature, k, ar, spec[k], stats[k], ar_clock, spec_clocks[k], costs)
             )
-    return BenchReport(points, costs, max_new_tokens, repeats, len(prompts))
+    return BenchReport(points, costs, max_new_tokens, repeats, len(prompts), min_confidence)
 
 
 def bench_point(
@@ -237,9 +239,11 @@ def run_transformers_rows(
     max_new_tokens: int,
     repeats: int,
     seed: int = 0,
+    min_confidence: float | None = None,
 ) -> dict:
     """transformers' assisted generation (torch CPU, one thread) vs our speculative loop on
-    the same pair, prompts and k, interleaved in the same repeats. Needs torch."""
+    the same pair, prompts, k and early-stop rule, interleaved in the same repeats. Needs
+    torch. Both are timed end to end (transformers' prefill cannot be separated)."""
     import torch
     from transformers import GPT2LMHeadModel
 
@@ -248,8 +252,11 @@ def run_transformers_rows(
     hf_draft = GPT2LMHeadModel.from_pretrained(draft_dir, torch_dtype=torch.float32).eval()
     hf_draft.generation_config.num_assistant_tokens = k
     hf_draft.generation_config.num_assistant_tokens_schedule = "constant"
+    # transformers stops drafting below the assistant's confidence threshold (0.4 unless
+    # set): give it the same rule as ours, 0 meaning never
+    hf_draft.generation_config.assistant_confidence_threshold = min_confidence or 0.0
     sampling = SamplingParams(temperature=temperature)
-    drafter = ModelDrafter(draft)
+    drafter = ModelDrafter(draft, min_confidence)
     hf_rate, our_rate = [], []
     for r in range(repeats):
         hf_t = hf_n = our_t = our_n = 0.0
@@ -302,6 +309,13 @@ def markdown_report(report: BenchReport, machine: str, command: str) -> str:
         f"{report.n_prompts} prompts x {report.max_new_tokens} new tokens, "
         f"{report.repeats} repeats; figures are medians over repeats, speedups are ratios "
         "measured within each repeat (spread = min..max over repeats).",
+        "Drafting: "
+        + (
+            "fixed k per round."
+            if report.min_confidence is None
+            else f"a round stops early when the draft's top probability is below "
+            f"{report.min_confidence:g} (k is the most it drafts)."
+        ),
         "",
         "Costs measured on this machine (median of 30 passes, warm cache):",
         "",

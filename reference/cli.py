@@ -55,10 +55,14 @@ def cmd_demo(args) -> int:
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p)
     prompt = encode(args.prompt)
     print(f"models: {source}")
-    print(f"sampling: {sampling.describe()}, k={args.k}, max_new_tokens={args.max_new_tokens}")
+    stop = "" if args.min_confidence is None else f" (stops below {args.min_confidence:g})"
+    print(
+        f"sampling: {sampling.describe()}, k={args.k}{stop}, "
+        f"max_new_tokens={args.max_new_tokens}"
+    )
     print(f"prompt: {args.prompt!r}\n")
 
-    drafter = ModelDrafter(draft)
+    drafter = ModelDrafter(draft, args.min_confidence)
     spec_clock, ar_clock = StageClock(), StageClock()
     spec = speculative_generate(
         target,
@@ -176,6 +180,7 @@ def cmd_bench(args) -> int:
             costs,
             seed=args.seed,
             progress=bar,
+            min_confidence=args.min_confidence,
         )
     if not args.no_transformers:
         for t in temperatures:
@@ -193,6 +198,7 @@ def cmd_bench(args) -> int:
                     args.max_new_tokens,
                     args.repeats,
                     args.seed,
+                    args.min_confidence,
                 )
             )
     command = "specdec bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "specdec bench"
@@ -220,6 +226,13 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--random", action="store_true", help="use untrained random models")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
+    parser.add_argument(
+        "--min-confidence",
+        type=float,
+        default=None,
+        help="stop a round's drafting early when the draft's top probability is below this "
+        "(k becomes the most a round drafts); default: always draft k",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -47,20 +47,38 @@ class Drafter(Protocol):
     def commit(self, n_accepted: int) -> None: ...
 
 
+def check_confidence(value) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise TypeError(f"min_confidence must be a number or None, got {type(value).__name__}")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"min_confidence must be in [0, 1] (or None), got {value}")
+    return float(value)
+
+
 class ModelDrafter:
     """An independent, smaller GPT that drafts autoregressively with its own KV cache.
 
     Cache discipline per round (context = committed tokens, last one not cached yet):
       * feed context[cache.length:] -- the last committed token, or two tokens after a
         round where all k drafts were accepted (the draft never saw its own k-th token:
-        the "catch-up"), or the whole prompt in the first round;
+        the "catch-up"), or the whole prompt if `prefill` was not called;
       * then feed d_1 .. d_{k-1} one at a time (d_k is never fed: nobody needs q_{k+1});
-      * commit the fed context tokens plus the accepted drafts among d_1 .. d_{k-1};
+      * commit the fed context tokens plus the accepted drafts among those fed;
         the correction / bonus token is cached by neither model until the next round.
+
+    With `min_confidence`, a round may stop after n < k drafts: d_1 .. d_n were then all
+    fed (q_{n+1} was computed to decide to stop), so no catch-up follows such a round.
     """
 
-    def __init__(self, model: GPT) -> None:
+    def __init__(self, model: GPT, min_confidence: float | None = None) -> None:
+        # min_confidence: stop a round's drafting early, before position i > 1, when the
+        # draft's own top probability there (softmax at temperature 1) is below it. The
+        # decision reads only the draft's state, so the output law stays the target's; it
+        # saves the draft steps and verification rows a likely rejection would waste.
         self.model = model
+        self.min_confidence = check_confidence(min_confidence)
         self.cache = model.new_cache()
         self._fed_context = 0  # context tokens fed in the current round
         self._fed_drafts = 0  # draft tokens fed in the current round (k-1, or 0 if k == 0)
@@ -118,12 +136,21 @@ class ModelDrafter:
         logits = self.model.forward(new, self.cache)[-1]  # [V]: q_1(. | context)
         self._fed_context = len(new)
         for i in range(k):
+            if i > 0 and self.unsure(logits):
+                return Draft(tokens[:i], q[:i])  # a shorter round: the target takes over
             q[i] = probabilities(logits, sampling)
             tokens[i] = sample_token(q[i], rng)  # x_i ~ q_i(. | context, x_1..x_{i-1})
             if i < k - 1:
                 logits = self.model.forward(tokens[i : i + 1], self.cache)[-1]
                 self._fed_drafts += 1
         return Draft(tokens, q)
+
+    def unsure(self, logits: np.ndarray) -> bool:
+        # logits [V] -> True if max softmax(logits) < min_confidence (never without one)
+        if self.min_confidence is None:
+            return False
+        top = 1.0 / float(np.exp(logits - logits.max()).sum())  # max_x softmax(logits)_x
+        return top < self.min_confidence
 
     def check_room(self, n_context: int, k: int) -> None:
         # A proposal feeds context[length:] and then d_1 .. d_{k-1}: n_context + k - 1 slots.

@@ -146,6 +146,17 @@ def round_draft_length(k: int, remaining: int) -> int:
     return min(k, remaining - 1)
 
 
+def check_draft_length(draft: Draft, k_round: int) -> int:
+    # -> the number of drafts actually proposed, 0..k_round
+    n = len(draft.tokens)
+    if n > k_round:
+        raise ValueError(
+            f"the drafter proposed {n} tokens but was asked for at most {k_round}; a round "
+            f"must never draft more than it can emit"
+        )
+    return n
+
+
 def target_rows(
     target: GPT, cache: KVCache, context: np.ndarray, draft: Draft, sampling: SamplingParams
 ) -> tuple[np.ndarray, int]:
@@ -221,6 +232,7 @@ def speculative_generate(
         t_before, d_before = cache.length, cache_span(draft_cache)[0]
 
         draft = drafter.propose(context, k_round, sampling, rng)  # 1. draft
+        k_round = check_draft_length(draft, k_round)  # a drafter may stop early
         clock.mark("draft")
         p, n_new = target_rows(target, cache, context, draft, sampling)  # 2. one target pass
         clock.mark("target")

@@ -23,11 +23,26 @@ def test_demo_prints_the_text_the_rounds_and_the_statistics(capsys):
         assert expected in out, expected
 
 
+def test_demo_with_early_stopping_says_so_and_stays_exact(capsys):
+    args = ["demo", "--random", "--max-new-tokens", "12", "--min-confidence", "0.5"]
+    assert main(args + ["--no-colour"]) == 0
+    out = capsys.readouterr().out
+    assert "k=4 (stops below 0.5)" in out
+    assert "speculative output identical to autoregressive output: yes" in out
+
+
 def test_demo_refuses_a_bad_k_with_one_clear_line(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["demo", "--random", "-k", "0", "--max-new-tokens", "8"])
     assert exit_info.value.code == 2
     assert "specdec: error: k must be" in capsys.readouterr().err
+
+
+def test_demo_refuses_a_bad_threshold_with_one_clear_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--random", "--min-confidence", "2", "--max-new-tokens", "8"])
+    assert exit_info.value.code == 2
+    assert "specdec: error: min_confidence must be in [0, 1]" in capsys.readouterr().err
 
 
 def test_bench_writes_the_report_and_the_figures(tmp_path, capsys):
