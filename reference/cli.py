@@ -20,8 +20,11 @@ from reference.speculative import speculative_generate
 from reference.timing import StageClock
 from reference.tokenizer import EOS, VOCAB_SIZE, decode, encode
 
+# A prompt the bundled target continues as code at greedy (small byte-level models loop on
+# many prompts; this one gives varied lines: docs/training.md shows a few)
 DEFAULT_PROMPT = (
-    "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n"
+    "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n"
+    "    def __repr__(self):\n"
 )
 
 

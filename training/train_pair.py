@@ -551,7 +551,13 @@ def main(argv: list[str] | None = None) -> None:
         )
         for name, m in (("target", target_fp), ("draft", draft_fp))
     }
-    agreement = pair_agreement(target_fp, draft_fp, corpus.held_out, seed=args.seed)
+    agreement = pair_agreement(
+        target_fp,
+        draft_fp,
+        corpus.held_out,
+        length=min(256, args.n_positions),  # snippets must fit the position embeddings
+        seed=args.seed,
+    )
 
     common = {
         "corpus": corpus.describe(),
