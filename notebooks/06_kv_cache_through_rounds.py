@@ -85,8 +85,11 @@ display(Image(filename=str(path)))
 #
 # | | committed before | written end | committed after |
 # |---|---|---|---|
-# | target | c − 1 (in round 1 too: the prefill cached the prompt minus its last token) | c + k_r | c + n |
+# | target | c − 1 (round 1 too: the prefill) | c + k_r | c + n |
 # | draft | whatever it held | c + k_r − 1 (x_k is never fed) | c + min(n, k_r − 1) |
+#
+# Before round 1 the prefill cached the prompt minus its last token, so the target starts
+# every round, the first included, at c − 1.
 #
 # The target's "after" is c + n: the last context token and the accepted drafts. The new
 # token, at position c + n, is uncached. The draft keeps one token fewer when all drafts
@@ -95,7 +98,7 @@ display(Image(filename=str(path)))
 
 # %%
 catch_ups = 0
-for i, r in enumerate(trace):
+for r in trace:
     c, k_r, n = r.context_len, len(r.draft_tokens), r.accepted
     t_before, t_end, t_after = r.target_cache
     d_before, d_end, d_after = r.draft_cache

@@ -60,8 +60,7 @@ def cmd_demo(args) -> int:
     print(f"models: {source}")
     stop = "" if args.min_confidence is None else f" (stops below {args.min_confidence:g})"
     print(
-        f"sampling: {sampling.describe()}, k={args.k}{stop}, "
-        f"max_new_tokens={args.max_new_tokens}"
+        f"sampling: {sampling.describe()}, k={args.k}{stop}, max_new_tokens={args.max_new_tokens}"
     )
     print(f"prompt: {args.prompt!r}\n")
 
