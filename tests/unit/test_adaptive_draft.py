@@ -5,24 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference import Draft, ModelDrafter, SamplingParams, generate, speculative_generate
+from reference import Draft, ModelDrafter, SamplingParams, generate
 
-from .helpers import GREEDY, assert_cache_is_prefill
+from .helpers import GREEDY, assert_cache_is_prefill, speculative_run
 
 SOFT = SamplingParams(temperature=1.0)
 PROMPTS = [[1, 2, 3], [5, 5, 5, 5], [0], [7, 3, 9, 1, 4, 2]]
 
 
 def run(target, drafter, prompt, *, k=4, n=24, seed=0, sampling=SOFT):
-    return speculative_generate(
-        target,
-        drafter,
-        prompt,
-        k=k,
-        max_new_tokens=n,
-        rng=np.random.default_rng(seed),
-        sampling=sampling,
-        trace=True,
+    return speculative_run(
+        target, drafter, prompt, k=k, max_new_tokens=n, seed=seed, sampling=sampling, trace=True
     )
 
 
