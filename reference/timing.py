@@ -37,7 +37,7 @@ class StageClock:
 
     def total(self, *stages: str) -> float:
         """Seconds spent in the given stages (all stages if none are named)."""
-        return sum(self.seconds[s] for s in (stages or tuple(self.seconds)))
+        return sum(self.seconds.get(s, 0.0) for s in (stages or tuple(self.seconds)))
 
     def merge(self, other: StageClock) -> None:
         for stage, seconds in other.seconds.items():

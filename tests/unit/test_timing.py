@@ -23,6 +23,7 @@ def test_mark_charges_the_time_since_the_previous_mark():
     assert clock.calls == {"a": 2, "b": 1}
     assert clock.total() == pytest.approx(clock.seconds["a"] + clock.seconds["b"])
     assert clock.total("b") == clock.seconds["b"]
+    assert clock.total("never") == 0.0 and "never" not in clock.seconds  # asking adds nothing
 
 
 def test_restart_charges_nothing_for_the_time_before_it():
