@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench notebooks lint clean-venv
+.PHONY: demo test oracle bench notebooks lint clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -13,15 +13,25 @@ $(VENV)/.stamp-run: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
+# the oracle alone: the core + numpy, scipy, pytest, hypothesis (no torch, no matplotlib)
+$(VENV)/.stamp-oracle: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[oracle]'
+	touch $@ $(VENV)/.stamp-run
+
 $(VENV)/.stamp-dev: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $@ $(VENV)/.stamp-run
+	touch $@ $(VENV)/.stamp-run $(VENV)/.stamp-oracle
 
 demo: $(VENV)/.stamp-run
 	$(VENV)/bin/specdec demo
 
 test: $(VENV)/.stamp-dev
 	$(PY) -m pytest
+
+# the statistical oracle only (`pytest -m distribution`); grade your own verify with
+#   make oracle ARGS=--verify=path/to/my_verify.py:verify
+oracle: $(VENV)/.stamp-oracle
+	$(PY) -m pytest -m distribution $(ARGS)
 
 # autoregressive vs speculative on the bundled pair; writes bench-results/ (see docs/benchmarks.md)
 bench: $(VENV)/.stamp-dev

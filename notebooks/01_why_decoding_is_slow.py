@@ -36,10 +36,10 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from reference.bundled import bundled_pair_available, load_bundled_pair
-from reference.cli import random_pair
-from reference.costs import measure_costs
-from reference.plots import plot_forward_costs, plot_matmul_times
+from lab.bundled import bundled_pair_available, load_bundled_pair
+from lab.standins import random_pair
+from lab.costs import measure_costs
+from lab.plots import plot_forward_costs, plot_matmul_times
 from reference.tokenizer import encode
 
 # figures go to a scratch folder, or to docs/figures when notebooks/render.py renders them
@@ -110,7 +110,7 @@ display(Image(filename=str(path)))
 #
 # ## 2. The bundled models' per-token cost
 #
-# `reference.costs.measure_costs` times real forward passes with a warm KV cache: a
+# `lab.costs.measure_costs` times real forward passes with a warm KV cache: a
 # one-token step of the target and of the draft, and a target pass that appends T new
 # positions at once — exactly what verification of T − 1 drafts does. Two numbers come out:
 #

@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from reference.bundled import bundled_pair_available, load_bundled_pair
-from reference.cli import random_pair
+from lab.bundled import bundled_pair_available, load_bundled_pair
+from lab.standins import random_pair
 from reference.model import causal_mask
-from reference.plots import plot_causal_mask
-from reference.report import quoted
+from lab.plots import plot_causal_mask
+from lab.report import quoted
 from reference.tokenizer import decode, encode
 
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))

@@ -37,10 +37,10 @@ import numpy as np
 from IPython.display import Image, display
 
 from reference import ModelDrafter, SamplingParams, probabilities
-from reference.bundled import bundled_pair_available, load_bundled_pair
-from reference.cli import random_pair
-from reference.plots import plot_draft_rows
-from reference.report import quoted
+from lab.bundled import bundled_pair_available, load_bundled_pair
+from lab.standins import random_pair
+from lab.plots import plot_draft_rows
+from lab.report import quoted
 from reference.tokenizer import decode, encode
 
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))

@@ -44,11 +44,11 @@ import numpy as np
 from IPython.display import Image, display
 
 from reference import ModelDrafter, SamplingParams, probabilities, speculative_generate
-from reference.bundled import bundled_pair_available, load_bundled_pair
-from reference.cli import random_pair
+from lab.bundled import bundled_pair_available, load_bundled_pair
+from lab.standins import random_pair
 from reference.drafters import Draft
-from reference.plots import plot_verification
-from reference.report import describe_round, quoted
+from lab.plots import plot_verification
+from lab.report import describe_round, quoted
 from reference.speculative import target_rows
 from reference.tokenizer import EOS, decode, encode
 

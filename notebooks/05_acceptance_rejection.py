@@ -54,10 +54,10 @@ from reference import (
     speculative_generate,
     verify,
 )
-from reference.bundled import bundled_pair_available, load_bundled_pair
-from reference.cli import random_pair
-from reference.plots import plot_acceptance_example, plot_law_comparison
-from reference.report import quoted
+from lab.bundled import bundled_pair_available, load_bundled_pair
+from lab.standins import random_pair
+from lab.plots import plot_acceptance_example, plot_law_comparison
+from lab.report import quoted
 from reference.sampling import GREEDY, one_hot
 from reference.tokenizer import EOS, decode, encode
 from reference.verification import verify_law

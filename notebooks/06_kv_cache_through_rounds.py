@@ -42,10 +42,10 @@ import numpy as np
 from IPython.display import Image, display
 
 from reference import ModelDrafter, SamplingParams, probabilities, speculative_generate
-from reference.bundled import bundled_pair_available, load_bundled_pair
-from reference.cli import random_pair
-from reference.plots import plot_cache_rounds
-from reference.report import describe_round
+from lab.bundled import bundled_pair_available, load_bundled_pair
+from lab.standins import random_pair
+from lab.plots import plot_cache_rounds
+from lab.report import describe_round
 from reference.tokenizer import EOS, encode
 
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))

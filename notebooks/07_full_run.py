@@ -39,16 +39,16 @@ import numpy as np
 from IPython.display import Image, display
 
 from reference import ModelDrafter, SamplingParams, generate, speculative_generate
-from reference.bench import CODE_PROMPTS, timed
-from reference.bundled import bundled_pair_available, load_bundled_pair
-from reference.cli import random_pair
-from reference.plots import (
+from lab.bench import CODE_PROMPTS, timed
+from lab.bundled import bundled_pair_available, load_bundled_pair
+from lab.standins import random_pair
+from lab.plots import (
     plot_accepted_histogram,
     plot_per_position_acceptance,
     plot_pipeline,
     plot_token_fates,
 )
-from reference.report import render_tokens, stats_table
+from lab.report import render_tokens, stats_table
 from reference.tokenizer import EOS, encode
 
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))

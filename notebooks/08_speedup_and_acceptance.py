@@ -44,11 +44,11 @@ import numpy as np
 from IPython.display import Image, display
 
 from reference import ModelDrafter, SamplingParams, speculative_generate
-from reference.bench import CODE_PROMPTS, TEXT_PROMPTS, run_bench
-from reference.bundled import bundled_pair_available, load_bundled_pair
-from reference.cli import random_pair
-from reference.costs import expected_tokens_per_round, measure_costs, predicted_speedup
-from reference.plots import (
+from lab.bench import CODE_PROMPTS, TEXT_PROMPTS, run_bench
+from lab.bundled import bundled_pair_available, load_bundled_pair
+from lab.standins import random_pair
+from lab.costs import expected_tokens_per_round, measure_costs, predicted_speedup
+from lab.plots import (
     plot_acceptance_vs_k,
     plot_per_position_acceptance,
     plot_speedup_theory,
@@ -128,7 +128,7 @@ for t in (0.0, 0.8):
 #
 # The article expects code and formatted text to be accepted in longer runs than open-ended
 # prose, where the next token is genuinely uncertain and two models disagree more. We measure
-# per-position acceptance on the two prompt sets of `reference.bench`. Keep in mind what our
+# per-position acceptance on the two prompt sets of `lab.bench`. Keep in mind what our
 # pair was trained on: Python source only — English prose is out of its domain.
 
 # %%

@@ -47,7 +47,7 @@ from IPython.display import Image, display
 
 import reference
 from reference import speculative_generate, verify
-from reference.plots import plot_oracle_power
+from lab.plots import plot_oracle_power
 
 ROOT = Path(reference.__file__).resolve().parents[1]  # the repository, to import its tests
 sys.path.insert(0, str(ROOT))

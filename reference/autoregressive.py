@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.checks import as_token_array, check_generator, check_positive_int
+from reference.checks import (
+    as_token_array,
+    check_clock,
+    check_generator,
+    check_number,
+    check_positive_int,
+)
 from reference.model import GPT
 from reference.sampling import SamplingParams, check_sampling, probabilities, sample_token
-from reference.timing import StageClock, check_clock
 
 
 def check_eos(eos_id, n_vocab: int) -> int | None:
-    if eos_id is None:
-        return None
-    if isinstance(eos_id, bool) or not isinstance(eos_id, (int, np.integer)):
-        raise TypeError(f"eos_id must be an int or None, got {type(eos_id).__name__}")
-    if not 0 <= eos_id < n_vocab:
-        raise ValueError(f"eos_id must be in 0..{n_vocab - 1} or None, got {eos_id}")
-    return int(eos_id)
+    return check_number(
+        eos_id,
+        "eos_id",
+        integer=True,
+        optional=True,
+        allowed=lambda e: 0 <= e < n_vocab,
+        where=f"in 0..{n_vocab - 1} or None",
+    )
 
 
 def check_length_budget(prompt_len: int, max_new_tokens: int, n_ctx: int, who: str) -> None:
@@ -36,10 +42,11 @@ def generate(
     rng: np.random.Generator,
     sampling: SamplingParams = SamplingParams(),
     eos_id: int | None = None,
-    clock: StageClock | None = None,
+    clock=None,
 ) -> list[int]:
     # prompt [n] -> new tokens [<= max_new_tokens]; stops after emitting eos_id.
-    # `clock`, if given, is charged "prefill", then "sample" and "target" per token.
+    # `clock` (e.g. lab.timing.StageClock) is charged "prefill", then "sample" and
+    # "target" per token.
     prompt = as_token_array(prompt, model.n_vocab, "prompt")
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     check_generator(rng)
@@ -50,7 +57,8 @@ def generate(
     clock.restart()
 
     cache = model.new_cache()
-    logits = model.forward(prompt, cache)[-1]  # prefill; row -1 predicts the first new token
+    # the checks above cover every call below: the prompt, and room for every new token
+    logits = model.forward_unchecked(prompt, cache)[-1]  # prefill; row -1: the 1st new token
     cache.commit(len(prompt))
     clock.mark("prefill")
     out: list[int] = []
@@ -60,6 +68,6 @@ def generate(
         clock.mark("sample")
         if token == eos_id or len(out) == max_new_tokens:
             return out
-        logits = model.forward([token], cache)[-1]
+        logits = model.forward_unchecked(np.array([token]), cache)[-1]
         cache.commit(1)
         clock.mark("target")

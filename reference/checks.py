@@ -37,12 +37,38 @@ def check_generator(rng, name: str = "rng") -> None:
         )
 
 
+def check_number(
+    value,
+    name: str,
+    *,
+    integer: bool = False,
+    optional: bool = False,
+    allowed=None,
+    where: str = "",
+):
+    """The one check for numeric arguments: type first, then the allowed range.
+
+    integer   an int (numpy ints too) is required, else any real number (bools never count)
+    optional  None is allowed and returned as is
+    allowed   a predicate the value must satisfy; `where` says it in words for the message
+    Returns the value as a plain int or float.
+    """
+    if value is None and optional:
+        return None
+    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        wanted = ("an int" if integer else "a number") + (" or None" if optional else "")
+        raise TypeError(f"{name} must be {wanted}, got {type(value).__name__}")
+    number = int(value) if integer else float(value)
+    if allowed is not None and not allowed(number):
+        raise ValueError(f"{name} must be {where}, got {value}")
+    return number
+
+
 def check_positive_int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
+    return check_number(
+        value, name, integer=True, allowed=lambda n: n >= minimum, where=f">= {minimum}"
+    )
 
 
 def check_finite(x: np.ndarray, name: str) -> None:
@@ -66,3 +92,25 @@ def check_probability_rows(x, name: str, atol: float) -> np.ndarray:
             f"{name} rows must each sum to 1 (within {atol:g}); the worst row is off by {worst:.3g}"
         )
     return x
+
+
+class NoClock:
+    """What a loop marks its stages on when nobody times it: does nothing."""
+
+    def restart(self) -> None:
+        pass
+
+    def mark(self, stage: str) -> None:
+        pass
+
+
+def check_clock(clock):
+    # None -> NoClock(); else anything with restart() and mark(stage) (e.g. lab.timing.StageClock)
+    if clock is None:
+        return NoClock()
+    if not (callable(getattr(clock, "mark", None)) and callable(getattr(clock, "restart", None))):
+        raise TypeError(
+            f"clock must have restart() and mark(stage) methods (e.g. lab.timing.StageClock) "
+            f"or be None, got {type(clock).__name__}"
+        )
+    return clock

@@ -1,9 +1,10 @@
 """Drafters: whatever proposes k candidate tokens and the distributions q they came from.
 
-Every drafter answers two calls per round:
+Every drafter answers three calls per round:
 
     propose(context, k, sampling, rng) -> Draft(tokens [k], q [k, V])
-    commit(n_accepted)                 -> keep the state of the accepted prefix only
+    commit(n_accepted)                 -> keep the state of the accepted prefix
+    rollback()                         -> forget the state of everything else
 
 and two per prompt, before the first round: reset() forgets the previous prompt, and
 prefill(tokens) may read the prompt (all but its last token) ahead of time -- a drafter
@@ -21,7 +22,8 @@ from typing import Protocol
 
 import numpy as np
 
-from reference.checks import as_token_array, check_generator, check_positive_int
+from reference.checks import as_token_array, check_generator, check_number, check_positive_int
+from reference.kv_cache import catch_up_tokens
 from reference.model import GPT
 from reference.sampling import SamplingParams, check_sampling, probabilities, sample_token
 
@@ -46,27 +48,30 @@ class Drafter(Protocol):
 
     def commit(self, n_accepted: int) -> None: ...
 
+    def rollback(self) -> None: ...
+
 
 def check_confidence(value) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"min_confidence must be a number or None, got {type(value).__name__}")
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"min_confidence must be in [0, 1] (or None), got {value}")
-    return float(value)
+    return check_number(
+        value,
+        "min_confidence",
+        optional=True,
+        allowed=lambda c: 0.0 <= c <= 1.0,
+        where="in [0, 1] (or None)",
+    )
 
 
 class ModelDrafter:
     """An independent, smaller GPT that drafts autoregressively with its own KV cache.
 
     Cache discipline per round (context = committed tokens, last one not cached yet):
-      * feed context[cache.length:] -- the last committed token, or two tokens after a
-        round where all k drafts were accepted (the draft never saw its own k-th token:
-        the "catch-up"), or the whole prompt if `prefill` was not called;
+      * feed catch_up_tokens(cache, context) -- the last committed token, or two tokens
+        after a round where all k drafts were accepted (the draft never saw its own k-th
+        token: the "catch-up"), or the whole prompt if `prefill` was not called;
       * then feed d_1 .. d_{k-1} one at a time (d_k is never fed: nobody needs q_{k+1});
-      * commit the fed context tokens plus the accepted drafts among those fed;
-        the correction / bonus token is cached by neither model until the next round.
+      * commit the fed context tokens plus the accepted drafts among those fed, then roll
+        back the rest; the correction / bonus token is cached by neither model until the
+        next round.
 
     With `min_confidence`, a round may stop after n < k drafts: d_1 .. d_n were then all
     fed (q_{n+1} was computed to decide to stop), so no catch-up follows such a round.
@@ -111,7 +116,7 @@ class ModelDrafter:
                 f"{self.cache.capacity} slots"
             )
         if len(tokens):
-            self.model.forward(tokens, self.cache)
+            self.model.forward_unchecked(tokens, self.cache)
             self.cache.commit(len(tokens))
 
     def propose(
@@ -132,8 +137,9 @@ class ModelDrafter:
         self._fed_context = self._fed_drafts = 0
         if k == 0:
             return Draft(tokens, q)
-        new = context[self.cache.length :]
-        logits = self.model.forward(new, self.cache)[-1]  # [V]: q_1(. | context)
+        new = catch_up_tokens(self.cache, context)
+        # checked above: the tokens and the room; the per-token calls below trust them
+        logits = self.model.forward_unchecked(new, self.cache)[-1]  # [V]: q_1(. | context)
         self._fed_context = len(new)
         for i in range(k):
             if i > 0 and self.unsure(logits):
@@ -141,7 +147,7 @@ class ModelDrafter:
             q[i] = probabilities(logits, sampling)
             tokens[i] = sample_token(q[i], rng)  # x_i ~ q_i(. | context, x_1..x_{i-1})
             if i < k - 1:
-                logits = self.model.forward(tokens[i : i + 1], self.cache)[-1]
+                logits = self.model.forward_unchecked(tokens[i : i + 1], self.cache)[-1]
                 self._fed_drafts += 1
         return Draft(tokens, q)
 
@@ -171,3 +177,7 @@ class ModelDrafter:
     def commit(self, n_accepted: int) -> None:
         # keep the fed context tokens and the accepted drafts that were fed (at most k-1)
         self.cache.commit(self._fed_context + min(n_accepted, self._fed_drafts))
+
+    def rollback(self) -> None:
+        # forget the drafts that were fed but not accepted
+        self.cache.rollback()

@@ -9,8 +9,12 @@ Layout of one cache (the same for every layer):
   last written one (committed or temporary) and marks them temporary.
 * ``commit(n)`` makes the first n temporary slots permanent in *every* layer at once,
   because ``length`` is a single pointer shared by all layers.
-* ``rollback()`` forgets the temporary slots by moving the pointer; nothing is copied
-  and nothing is zeroed: the next write simply overwrites them.
+* ``rollback()`` forgets the remaining temporary slots by moving the pointer; nothing is
+  copied and nothing is zeroed: the next write simply overwrites them.
+* ``catch_up_tokens(cache, context)`` names the committed tokens this cache has not seen
+  yet: what the next forward call must feed before anything new.
+
+A speculative round ends with ``commit(accepted)`` then ``rollback()`` on both caches.
 
 Invariant (tested): after any history of rounds, slots [0, length) hold exactly what a
 fresh prefill of the committed tokens would produce.
@@ -19,6 +23,8 @@ fresh prefill of the committed tokens would produce.
 from __future__ import annotations
 
 import numpy as np
+
+from reference.checks import check_number
 
 
 class KVCache:
@@ -67,15 +73,19 @@ class KVCache:
         self.pending += n_new
 
     def commit(self, n: int) -> None:
-        """Keep the first n temporary slots, drop the rest (all layers at once)."""
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-            raise TypeError(f"commit(n): n must be an int, got {type(n).__name__}")
-        if not 0 <= n <= self.pending:
-            raise ValueError(
-                f"commit(n): n must be in 0..{self.pending} (the temporary slots), got {n}"
-            )
-        self.length += int(n)
-        self.pending = 0
+        """Make the first n temporary slots permanent, in every layer at once.
+
+        The temporary slots after them stay temporary: the caller drops them with
+        `rollback()`, so every rejected draft is forgotten by a visible call."""
+        n = check_number(
+            n,
+            "commit(n): n",
+            integer=True,
+            allowed=lambda n: 0 <= n <= self.pending,
+            where=f"in 0..{self.pending} (the temporary slots)",
+        )
+        self.length += n
+        self.pending -= n
 
     def rollback(self) -> None:
         """Drop every temporary slot by moving the pointer; the data stays and is overwritten."""
@@ -95,3 +105,10 @@ class KVCache:
             f"KVCache(length={self.length}, pending={self.pending}, capacity={self.capacity}, "
             f"layers={self.k.shape[0]})"
         )
+
+
+def catch_up_tokens(cache: KVCache, context: np.ndarray) -> np.ndarray:
+    # context [n] committed tokens -> [n - cache.length]: the ones this cache has not seen.
+    # Usually one token (the last one emitted, whose K/V nobody computed yet); two for the
+    # drafter after a round where every draft was accepted (it never fed its own last draft).
+    return context[cache.length :]

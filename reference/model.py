@@ -26,12 +26,8 @@ from reference.kv_cache import KVCache
 
 def gelu(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
     # GPT-2's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    # (x * x * x, not x**3: NumPy's float power is several times slower on small rows)
-    return (
-        0.5
-        * x
-        * (1.0 + np.tanh(np.float32(math.sqrt(2.0 / math.pi)) * (x + 0.044715 * (x * x * x))))
-    )
+    c = np.float32(math.sqrt(2.0 / math.pi))
+    return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x**3)))
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:  # [...] -> [...]
@@ -41,45 +37,15 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:  # [...] -> [...]
 
 
 def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
-    # [T, C] -> [T, C]:  g * (x - mean) / sqrt(var + eps) + b
-    # (sums rather than np.mean / np.var: same numbers, a fraction of the call overhead,
-    # which dominates for the draft model's single-row calls)
-    n = x.shape[-1]
-    centred = x - x.sum(axis=-1, keepdims=True) / n
-    var = (centred * centred).sum(axis=-1, keepdims=True) / n
-    return g * centred / np.sqrt(var + eps) + b
+    # [T, C] -> [T, C]:  g * (x - mean) / sqrt(var + eps) + b, over the C features of a row
+    mean = np.mean(x, axis=-1, keepdims=True)
+    var = np.var(x, axis=-1, keepdims=True)
+    return g * (x - mean) / np.sqrt(var + eps) + b
 
 
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     # [T, C_in] @ [C_in, C_out] + [C_out] -> [T, C_out]
     return x @ w + b
-
-
-# Up to this many rows, a linear layer takes the blocked path below (verification appends
-# k+1 <= 9 rows for the k this project sweeps; prefill and one-row decode keep x @ w).
-FEW_ROWS = 16
-
-# OpenBLAS multiplies without packing when M * N * K <= 100^3 (its "small matrix" kernels on
-# AVX-512 CPUs; other builds simply take the normal path, which is still correct).
-SMALL_PRODUCT = 100**3
-
-
-def block_size(T: int, C_in: int) -> int:
-    # output features per block: as many as keep [B, C_in] @ [C_in, T] a small product,
-    # in multiples of 32 (the kernels' vector width), at least 32
-    return max(32, SMALL_PRODUCT // (C_in * T) // 32 * 32)
-
-
-def linear_few_rows(x: np.ndarray, w_t: np.ndarray, b: np.ndarray) -> np.ndarray:
-    # [T, C_in], w_t = w.T [C_out, C_in] -> [T, C_out]: the same numbers as x @ w + b.
-    # Why blocks: for a handful of rows, OpenBLAS first copies ("packs") the whole weight
-    # matrix, so 5 rows cost ~4x one row on the 2-core CPU used here -- and verifying k
-    # drafts in one pass stops paying. Slices of w_t small enough for its unpacked kernels
-    # read every weight once for all T rows (docs/benchmarks.md has the measurements).
-    x_t = np.ascontiguousarray(x.T)  # [C_in, T]
-    B = block_size(x.shape[0], x.shape[1])
-    y_t = np.concatenate([w_t[j : j + B] @ x_t for j in range(0, w_t.shape[0], B)])
-    return y_t.T + b
 
 
 def causal_mask(T: int, S: int) -> np.ndarray:  # -> [T, S] bool, True = may attend
@@ -102,29 +68,23 @@ def merge_heads(x: np.ndarray) -> np.ndarray:  # [nh, T, hs] -> [T, C]
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     # q [nh, T, hs], k/v [nh, S, hs] -> [nh, T, hs]:  softmax(q k^T / sqrt(hs) + mask) v
     T, S = q.shape[1], k.shape[1]
-    # q k^T computed as (k q^T)^T: the same numbers, but with the long side (S cached keys)
-    # as the rows of the product, OpenBLAS skips repacking k; for a few new positions over a
-    # long cache this is 1.5-2x faster (verification rows over 400 keys: 43 vs 72 us)
-    scores = (k @ q.transpose(0, 2, 1)).transpose(0, 2, 1)  # [nh, T, S]
-    scores = scores * np.float32(1.0 / math.sqrt(q.shape[-1]))
-    if T > 1:  # one new position may see every key before it: nothing to mask
-        scores = np.where(causal_mask(T, S), scores, np.float32(-1e10))
+    scores = q @ k.transpose(0, 2, 1) / np.float32(math.sqrt(q.shape[-1]))  # [nh, T, S]
+    scores = np.where(causal_mask(T, S), scores, np.float32(-1e10))
     return softmax(scores) @ v
 
 
 class GPT:
-    """A GPT-2 decoder. ``forward(tokens, cache)`` returns logits for every new position."""
+    """A GPT-2 decoder. ``forward(tokens, cache)`` returns logits for every new position.
+
+    The four steps a block is made of are methods (`norm`, `linear`, `attend`, `activation`)
+    so that an opt-in fast path (lab/fast_cpu.py) can replace how they are computed
+    without touching what they compute; here they are the plain functions above.
+    """
 
     def __init__(self, config: GPTConfig, params: dict[str, np.ndarray]) -> None:
         self.config = config
         self.params = {name: np.asarray(value, dtype=np.float32) for name, value in params.items()}
         check_param_shapes(config, self.params)
-        # transposed copies of the linear weights, for `linear_few_rows`
-        self.params_t = {
-            name: np.ascontiguousarray(w.T)
-            for name, w in self.params.items()
-            if name.startswith("h.") and w.ndim == 2
-        }
 
     @property
     def n_vocab(self) -> int:  # V
@@ -141,42 +101,40 @@ class GPT:
         # tokens [T] -> logits [T, V]; row i predicts the token *after* tokens[i].
         # With a cache, the T tokens continue after the cache's last written slot (start)
         # and their K/V are stored as temporary entries until the caller commits them.
-        cfg, P = self.config, self.params
+        # Every check runs before anything is written.
+        cfg = self.config
         tokens = as_token_array(tokens, cfg.n_vocab)
-        T = len(tokens)
         start = 0 if cache is None else cache.end
-        if start + T > cfg.n_ctx:
+        if start + len(tokens) > cfg.n_ctx:
             raise ValueError(
-                f"sequence too long: {start} cached + {T} new positions exceed n_ctx={cfg.n_ctx}"
+                f"sequence too long: {start} cached + {len(tokens)} new positions exceed "
+                f"n_ctx={cfg.n_ctx}"
             )
         if cache is not None:
             check_cache_fits(cache, cfg)
-            cache.check_room(T)
+            cache.check_room(len(tokens))
+        return self.forward_unchecked(tokens, cache)
 
+    def forward_unchecked(self, tokens: np.ndarray, cache: KVCache | None = None) -> np.ndarray:
+        # tokens [T] int64 -> logits [T, V]: `forward` without its checks, for the library's
+        # own per-token calls, whose entry point (generate, speculative_generate, a drafter's
+        # propose) has already checked the tokens, the cache and the room left in it.
+        cfg, P = self.config, self.params
+        T = len(tokens)
+        start = 0 if cache is None else cache.end
         x = P["wte.weight"][tokens] + P["wpe.weight"][start : start + T]  # [T, C]
         for i in range(cfg.n_layer):
             x = self.block(x, i, cache, start)
-        x = layer_norm(x, P["ln_f.weight"], P["ln_f.bias"], cfg.layer_norm_epsilon)
+        x = self.norm(x, "ln_f")
         if cache is not None:
             cache.mark_written(T)
-        return x @ P["wte.weight"].T  # [T, C] @ [C, V] -> [T, V]
-
-    def linear(self, x: np.ndarray, name: str) -> np.ndarray:
-        # [T, C_in] -> [T, C_out] with the parameters `name`.weight / `name`.bias
-        w, b = self.params[name + ".weight"], self.params[name + ".bias"]
-        T = x.shape[0]
-        if 1 < T <= FEW_ROWS and T * w.size > SMALL_PRODUCT:  # small products never pack
-            return linear_few_rows(x, self.params_t[name + ".weight"], b)
-        return linear(x, w, b)
+        return x @ P["wte.weight"].T  # [T, C] @ [C, V] -> [T, V]: tied output embedding
 
     def block(self, x: np.ndarray, i: int, cache: KVCache | None, start: int) -> np.ndarray:
         # [T, C] -> [T, C]: pre-LayerNorm residual block
-        P, eps = self.params, self.config.layer_norm_epsilon
         h = f"h.{i}."
-        a = layer_norm(x, P[h + "ln_1.weight"], P[h + "ln_1.bias"], eps)
-        x = x + self.attention_block(a, i, cache, start)
-        m = layer_norm(x, P[h + "ln_2.weight"], P[h + "ln_2.bias"], eps)
-        m = gelu(self.linear(m, h + "mlp.c_fc"))
+        x = x + self.attention_block(self.norm(x, h + "ln_1"), i, cache, start)
+        m = self.activation(self.linear(self.norm(x, h + "ln_2"), h + "mlp.c_fc"))
         return x + self.linear(m, h + "mlp.c_proj")
 
     def attention_block(
@@ -188,12 +146,27 @@ class GPT:
         qkv = self.linear(x, h + "c_attn")  # [T, 3C]
         C = x.shape[-1]
         q, k, v = (split_heads(qkv[:, j * C : (j + 1) * C], nh) for j in range(3))  # [nh, T, hs]
-        if cache is not None:
+        if cache is not None:  # temporary write: slots [start, start + T) of layer i
             cache.write(i, start, k, v)
             stop = start + x.shape[0]
-            k, v = cache.keys(i, stop), cache.values(i, stop)  # [nh, S, hs]
-        out = merge_heads(attention(q, k, v))
+            k, v = cache.keys(i, stop), cache.values(i, stop)  # [nh, S, hs]: history + new
+        out = merge_heads(self.attend(q, k, v))
         return self.linear(out, h + "c_proj")
+
+    # The four computations of a block, by parameter name.
+
+    def norm(self, x: np.ndarray, name: str) -> np.ndarray:  # [T, C] -> [T, C]
+        P = self.params
+        return layer_norm(x, P[name + ".weight"], P[name + ".bias"], self.config.layer_norm_epsilon)
+
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:  # [T, C_in] -> [T, C_out]
+        return linear(x, self.params[name + ".weight"], self.params[name + ".bias"])
+
+    def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return attention(q, k, v)  # [nh, T, hs], [nh, S, hs] x2 -> [nh, T, hs]
+
+    def activation(self, x: np.ndarray) -> np.ndarray:  # [...] -> [...]
+        return gelu(x)
 
 
 def expected_param_shapes(cfg: GPTConfig) -> dict[str, tuple[int, ...]]:

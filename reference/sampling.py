@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reference.checks import check_finite, check_generator
+from reference.checks import check_finite, check_generator, check_number
 
 
 @dataclass(frozen=True)
@@ -24,21 +24,21 @@ class SamplingParams:
     top_p: float = 1.0  # keep the smallest set of most likely tokens with mass >= top_p
 
     def __post_init__(self) -> None:
-        t = self.temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float, np.floating, np.integer)):
-            raise TypeError(f"temperature must be a number, got {type(t).__name__}")
-        if not np.isfinite(t) or t < 0:
-            raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {t}")
-        if self.top_k is not None:
-            if isinstance(self.top_k, bool) or not isinstance(self.top_k, (int, np.integer)):
-                raise TypeError(f"top_k must be an int or None, got {type(self.top_k).__name__}")
-            if self.top_k < 1:
-                raise ValueError(f"top_k must be >= 1 (or None for no limit), got {self.top_k}")
-        p = self.top_p
-        if isinstance(p, bool) or not isinstance(p, (int, float, np.floating, np.integer)):
-            raise TypeError(f"top_p must be a number, got {type(p).__name__}")
-        if not (0.0 < p <= 1.0):
-            raise ValueError(f"top_p must be in (0, 1], got {p}")
+        check_number(
+            self.temperature,
+            "temperature",
+            allowed=lambda t: np.isfinite(t) and t >= 0,
+            where="a finite number >= 0 (0 = greedy)",
+        )
+        check_number(
+            self.top_k,
+            "top_k",
+            integer=True,
+            optional=True,
+            allowed=lambda k: k >= 1,
+            where=">= 1 (or None for no limit)",
+        )
+        check_number(self.top_p, "top_p", allowed=lambda p: 0.0 < p <= 1.0, where="in (0, 1]")
 
     @property
     def greedy(self) -> bool:

@@ -1,19 +1,23 @@
-"""The speculative decoding loop: draft k, verify once, accept a prefix, commit, repeat.
+"""Speculative decoding: one named round, and the loop that repeats it.
 
-Before the first round both models prefill every prompt token but the last. One round,
-with `context` = the committed tokens (its last token is cached by neither model yet):
+Before the first round both models prefill every prompt token but the last. One round
+(`speculative_round`), with `context` = the committed tokens, whose last token neither
+model has cached yet:
 
-    1. draft      the drafter proposes x_1..x_k and the rows q_1..q_k they came from
-    2. verify     ONE target forward over [uncached context tokens, x_1..x_k]; its last
-                  k+1 rows are p_1..p_{k+1}: row i is the target's distribution *after*
-                  x_1..x_{i-1}, so it scores x_i, and row k+1 is the bonus row
-    3. decide     `verify` accepts a prefix of n drafts and samples one more token
-    4. commit     target cache: the uncached context tokens + x_1..x_n (the new token's K/V
-                  is computed next round); the rest of the temporary slots are rolled back
-    5. emit       x_1..x_n + [token], cut after EOS and at max_new_tokens
+    1. draft              the drafter proposes x_1..x_k and the rows q_1..q_k they came from
+    2. verification pass  ONE target forward over [catch-up tokens, x_1..x_k]; its last k+1
+                          rows are p_1..p_{k+1}: row i is the target's distribution *after*
+                          x_1..x_{i-1}, so it scores x_i, and row k+1 is the bonus row
+    3. verify             accept a prefix of n drafts and sample one more token (the
+                          residual after a rejection, the bonus after k acceptances)
+    4. commit, rollback   both caches keep the catch-up tokens and x_1..x_n, and drop the
+                          rest of what they wrote this round; the new token's K/V is
+                          computed next round
 
-The law of the emitted sequence equals the target's own autoregressive law, for any k,
-drafter and sampling transform; `pytest -m distribution` checks it.
+`speculative_generate` is prefill + rounds + the stop rules (EOS, length); it records the
+statistics and the trace from what each round returns. The law of the emitted sequence
+equals the target's own autoregressive law, for any k, drafter and sampling transform;
+`pytest -m distribution` checks it.
 """
 
 from __future__ import annotations
@@ -24,13 +28,45 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reference.autoregressive import check_eos, check_length_budget
-from reference.checks import as_token_array, check_generator, check_positive_int
+from reference.checks import (
+    as_token_array,
+    check_clock,
+    check_generator,
+    check_positive_int,
+    check_probability_rows,
+)
 from reference.drafters import Draft, Drafter
-from reference.kv_cache import KVCache
+from reference.kv_cache import KVCache, catch_up_tokens
 from reference.model import GPT
 from reference.sampling import SamplingParams, check_sampling, probabilities
-from reference.timing import StageClock, check_clock
-from reference.verification import Verification, verify
+from reference.verification import ROW_SUM_ATOL, Verification, verify_unchecked
+
+ACCEPTED, REJECTED, NEVER_EXAMINED = "accepted", "rejected", "never examined"
+
+
+@dataclass(frozen=True)
+class CacheSpan:
+    """One cache through one round: committed slots before, slots written, committed after."""
+
+    before: int
+    written: int
+    after: int
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one round did."""
+
+    draft: Draft  # tokens [k_round] and q [k_round, V]
+    p: np.ndarray  # [k_round + 1, V] the verification pass's rows (last = bonus row)
+    verification: Verification  # accepted drafts and the token after them
+    n_catch_up: int  # committed tokens the target cache had not seen, fed before the drafts
+    target_cache: CacheSpan
+    draft_cache: CacheSpan | None  # None for a drafter without a cache
+
+    @property
+    def k(self) -> int:  # drafts proposed this round
+        return len(self.draft.tokens)
 
 
 @dataclass
@@ -48,8 +84,28 @@ class SpeculativeStats:
     stop_reason: str = ""  # "eos" or "length"
 
     def __post_init__(self) -> None:
-        self.reached = np.zeros(self.k, dtype=np.int64)
-        self.accepted_at = np.zeros(self.k, dtype=np.int64)
+        if self.reached is None:
+            self.reached = np.zeros(self.k, dtype=np.int64)
+        if self.accepted_at is None:
+            self.accepted_at = np.zeros(self.k, dtype=np.int64)
+
+    @classmethod
+    def pooled(cls, runs) -> SpeculativeStats:
+        """Several runs with the same k as one: counts added, so every rate is pooled
+        (e.g. alpha = all accepted / all examined, not a mean of per-run alphas)."""
+        runs = list(runs)
+        ks = {s.k for s in runs}
+        if len(ks) != 1:
+            raise ValueError(f"pooled needs runs with one k, got k values {sorted(ks)}")
+        total = cls(k=ks.pop())
+        for s in runs:
+            for name in ("rounds", "drafted", "accepted", "rejections", "emitted"):
+                setattr(total, name, getattr(total, name) + getattr(s, name))
+            total.accepted_per_round += s.accepted_per_round
+            total.drafted_per_round += s.drafted_per_round
+            total.reached += s.reached
+            total.accepted_at += s.accepted_at
+        return total
 
     @property
     def acceptance_rate(self) -> float:
@@ -113,6 +169,31 @@ class RoundTrace:
     target_cache: tuple[int, int, int]  # (committed before, written end, committed after)
     draft_cache: tuple[int, int, int] | None  # the same for the drafter's cache, if it has one
 
+    @classmethod
+    def of(cls, rnd: Round, context_len: int, emitted: list[int]) -> RoundTrace:
+        v, spans = rnd.verification, (rnd.target_cache, rnd.draft_cache)
+        target_span, draft_span = ((s.before, s.written, s.after) if s else None for s in spans)
+        return cls(
+            context_len=context_len,
+            draft_tokens=rnd.draft.tokens.copy(),
+            q_rows=rnd.draft.q.copy(),
+            p_rows=rnd.p.copy(),
+            accepted=v.accepted,
+            token=v.token,
+            token_kind="bonus" if v.accepted == rnd.k else "correction",
+            emitted=emitted,
+            target_cache=target_span,
+            draft_cache=draft_span,
+        )
+
+    @property
+    def draft_fates(self) -> list[str]:  # [k_round]: ACCEPTED, REJECTED or NEVER_EXAMINED
+        """Draft i is accepted (i < accepted), the one rejected (i == accepted), or never
+        examined (after the rejection: its row was conditioned on a rejected token)."""
+        a = self.accepted
+        return [ACCEPTED if i < a else REJECTED if i == a else NEVER_EXAMINED
+                for i in range(len(self.draft_tokens))]
+
     @property
     def p_of_drafts(self) -> np.ndarray:  # [k_round]: p_i(x_i)
         return self.p_rows[np.arange(len(self.draft_tokens)), self.draft_tokens]
@@ -146,26 +227,79 @@ def round_draft_length(k: int, remaining: int) -> int:
     return min(k, remaining - 1)
 
 
-def check_draft_length(draft: Draft, k_round: int) -> int:
-    # -> the number of drafts actually proposed, 0..k_round
+def check_draft(draft: Draft, k_round: int, n_vocab: int) -> None:
+    # A drafter is plugged in from outside: its proposal is checked once, here, before
+    # the target reads it (the library's own rows are trusted from here on).
     n = len(draft.tokens)
     if n > k_round:
         raise ValueError(
             f"the drafter proposed {n} tokens but was asked for at most {k_round}; a round "
             f"must never draft more than it can emit"
         )
-    return n
+    tokens = as_token_array(draft.tokens, n_vocab, "the drafter's tokens", allow_empty=True)
+    q = check_probability_rows(draft.q, "the drafter's q", ROW_SUM_ATOL)
+    if q.shape != (n, n_vocab):
+        raise ValueError(f"the drafter's q must have shape {(n, n_vocab)}, got {q.shape}")
+    if np.any(q[np.arange(n), tokens] <= 0):
+        raise ValueError("the drafter proposed a token its own q gives probability 0")
 
 
-def target_rows(
-    target: GPT, cache: KVCache, context: np.ndarray, draft: Draft, sampling: SamplingParams
+def verification_pass(
+    target: GPT, cache: KVCache, context: np.ndarray, draft_tokens: np.ndarray, sampling
 ) -> tuple[np.ndarray, int]:
-    # -> (p [k+1, V], number of context tokens fed). One forward over the tokens the target
-    # cache lacks plus the drafts; its last k+1 rows score x_1..x_k and the bonus position.
-    new = context[cache.length :]
-    logits = target.forward(np.concatenate([new, draft.tokens]), cache)
-    k = len(draft.tokens)
+    # -> (p [k+1, V], number of catch-up tokens fed). ONE target forward over the committed
+    # tokens its cache lacks plus the k drafts, written as temporary cache entries; its
+    # last k+1 rows score x_1..x_k and the bonus position.
+    new = catch_up_tokens(cache, context)
+    logits = target.forward_unchecked(np.concatenate([new, draft_tokens]), cache)
+    k = len(draft_tokens)
     return probabilities(logits[-(k + 1) :], sampling), len(new)
+
+
+def cache_span_start(cache: KVCache | None) -> tuple[int, int]:
+    return (cache.length, cache.end) if cache is not None else (0, 0)
+
+
+def speculative_round(
+    target: GPT,
+    cache: KVCache,
+    drafter: Drafter,
+    context: np.ndarray,
+    k: int,
+    sampling: SamplingParams,
+    rng: np.random.Generator,
+    verify_fn: Callable[..., Verification] | None = None,
+    clock=None,
+) -> Round:
+    # context [n] committed tokens -> Round: draft, verification pass, verify, commit and
+    # rollback of both caches. `verify_fn` None is the reference's verify on rows the
+    # round has already checked; `clock` is charged "draft", "target" and "verify".
+    clock = check_clock(clock)
+    draft_cache = getattr(drafter, "cache", None)
+    t_before, d_before = cache.length, cache_span_start(draft_cache)[0]
+
+    draft = drafter.propose(context, k, sampling, rng)  # 1. draft
+    check_draft(draft, k, target.n_vocab)  # a drafter may stop early, never draft more
+    clock.mark("draft")
+    p, n_catch_up = verification_pass(target, cache, context, draft.tokens, sampling)  # 2.
+    clock.mark("target")
+    t_written, d_written = cache.end, cache_span_start(draft_cache)[1]
+    decide = verify_unchecked if verify_fn is None else verify_fn
+    v = decide(p, draft.q, draft.tokens, rng)  # 3. accept a prefix, then one more token
+    clock.mark("verify")
+
+    cache.commit(n_catch_up + v.accepted)  # 4. keep the catch-up tokens and accepted drafts
+    cache.rollback()  # ... and drop the rejected drafts' slots
+    drafter.commit(v.accepted)
+    drafter.rollback()
+    return Round(
+        draft=draft,
+        p=p,
+        verification=v,
+        n_catch_up=n_catch_up,
+        target_cache=CacheSpan(t_before, t_written, cache.length),
+        draft_cache=CacheSpan(d_before, d_written, draft_cache.length) if draft_cache else None,
+    )
 
 
 def emitted_tokens(
@@ -178,8 +312,14 @@ def emitted_tokens(
     return out[:remaining]
 
 
-def cache_span(cache) -> tuple[int, int]:
-    return (cache.length, cache.end) if cache is not None else (0, 0)
+def prefill(target: GPT, cache: KVCache, drafter: Drafter, prompt: np.ndarray) -> None:
+    # Both models cache every prompt token but the last, which (like every round's last
+    # emitted token) is fed together with the next drafts.
+    if len(prompt) > 1:
+        target.forward_unchecked(prompt[:-1], cache)
+        cache.commit(len(prompt) - 1)
+    drafter.reset()
+    drafter.prefill(prompt[:-1])
 
 
 def speculative_generate(
@@ -193,12 +333,13 @@ def speculative_generate(
     sampling: SamplingParams = SamplingParams(),
     eos_id: int | None = None,
     trace: bool = False,
-    verify_fn: Callable[..., Verification] = verify,
-    clock: StageClock | None = None,
+    verify_fn: Callable[..., Verification] | None = None,
+    clock=None,
 ) -> SpeculativeResult:
     # prompt [n] -> SpeculativeResult(tokens [<= max_new_tokens], stats, trace)
-    # `clock`, if given, is charged "prefill", then per round "draft", "target" (the pass
-    # and its k+1 distributions), "verify" and "other" (commit, emit, bookkeeping).
+    # verify_fn: another implementation of `verify` to run inside the loop (the oracle's
+    # plug-in point); None is the reference's. `clock` (e.g. lab.timing.StageClock) is
+    # charged "prefill", then per round "draft", "target", "verify" and "other".
     check_pair(target, drafter)
     prompt = as_token_array(prompt, target.n_vocab, "prompt")
     k = check_positive_int(k, "k")
@@ -208,59 +349,31 @@ def speculative_generate(
     eos_id = check_eos(eos_id, target.n_vocab)
     check_length_budget(len(prompt), max_new_tokens, target.config.n_ctx, "target")
     check_length_budget(len(prompt), max_new_tokens, drafter.n_ctx, "drafter")
+    if verify_fn is not None and not callable(verify_fn):
+        raise TypeError(f"verify_fn must be callable or None, got {type(verify_fn).__name__}")
     clock = check_clock(clock)
     clock.restart()
 
-    # Prefill: both models cache every prompt token but the last, which (like every round's
-    # last emitted token) is fed together with the next drafts.
     cache = target.new_cache()
-    if len(prompt) > 1:
-        target.forward(prompt[:-1], cache)
-        cache.commit(len(prompt) - 1)
-    drafter.reset()
-    drafter.prefill(prompt[:-1])
+    prefill(target, cache, drafter, prompt)
     clock.mark("prefill")
     context = prompt.copy()
     out: list[int] = []
     stats = SpeculativeStats(k=k)
     rounds: list[RoundTrace] | None = [] if trace else None
-    draft_cache = getattr(drafter, "cache", None)
 
     while True:
         remaining = max_new_tokens - len(out)
         k_round = round_draft_length(k, remaining)
-        t_before, d_before = cache.length, cache_span(draft_cache)[0]
-
-        draft = drafter.propose(context, k_round, sampling, rng)  # 1. draft
-        k_round = check_draft_length(draft, k_round)  # a drafter may stop early
-        clock.mark("draft")
-        p, n_new = target_rows(target, cache, context, draft, sampling)  # 2. one target pass
-        clock.mark("target")
-        t_end, d_end = cache.end, cache_span(draft_cache)[1]
-        v = verify_fn(p, draft.q, draft.tokens, rng)  # 3. accept / correct
-        clock.mark("verify")
-        cache.commit(n_new + v.accepted)  # 4. commit
-        drafter.commit(v.accepted)
-        emitted = emitted_tokens(v, draft, eos_id, remaining)  # 5. emit
-
-        stats.record(k_round, v.accepted)
+        rnd = speculative_round(
+            target, cache, drafter, context, k_round, sampling, rng, verify_fn, clock
+        )
+        emitted = emitted_tokens(rnd.verification, rnd.draft, eos_id, remaining)
+        stats.record(rnd.k, rnd.verification.accepted)
+        if rounds is not None:
+            rounds.append(RoundTrace.of(rnd, len(context), emitted))
         out.extend(emitted)
         context = np.concatenate([context, np.asarray(emitted, dtype=np.int64)])
-        if rounds is not None:
-            rounds.append(
-                RoundTrace(
-                    context_len=len(context) - len(emitted),
-                    draft_tokens=draft.tokens.copy(),
-                    q_rows=draft.q.copy(),
-                    p_rows=p.copy(),
-                    accepted=v.accepted,
-                    token=v.token,
-                    token_kind="bonus" if v.accepted == k_round else "correction",
-                    emitted=emitted,
-                    target_cache=(t_before, t_end, cache.length),
-                    draft_cache=(d_before, d_end, draft_cache.length) if draft_cache else None,
-                )
-            )
         clock.mark("other")
         if eos_id is not None and emitted and emitted[-1] == eos_id:
             stats.stop_reason = "eos"

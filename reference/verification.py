@@ -86,16 +86,37 @@ def check_verify_inputs(p_target, q_draft, draft_tokens, rng) -> np.ndarray:
     return tokens
 
 
+def accepts(p_x: float, q_x: float, rng: np.random.Generator) -> bool:
+    # accept the draft x with probability min(1, p(x)/q(x)): one fresh uniform per decision
+    # (reusing one would correlate the decisions)
+    return rng.random() < acceptance_probability(p_x, q_x)
+
+
+def residual_token(p: np.ndarray, q: np.ndarray, rng: np.random.Generator) -> int:
+    # [V], [V] -> the token after a rejection: a sample of norm(max(0, p - q))
+    return sample_token(residual_distribution(p, q), rng)
+
+
+def bonus_token(p_bonus: np.ndarray, rng: np.random.Generator) -> int:
+    # [V] -> the extra token after k acceptances: a sample of the target's row k
+    return sample_token(p_bonus, rng)
+
+
 def verify(p_target, q_draft, draft_tokens, rng: np.random.Generator) -> Verification:
     # p_target [k+1, V], q_draft [k, V], draft_tokens [k] -> Verification(accepted, token)
     # Row i of p and q scores draft_tokens[i]; row k of p is the bonus row.
     tokens = check_verify_inputs(p_target, q_draft, draft_tokens, rng)
-    for i, x in enumerate(tokens):
-        # one fresh uniform per position: reusing one would correlate the decisions
-        if rng.random() < acceptance_probability(p_target[i, x], q_draft[i, x]):
-            continue
-        return Verification(i, sample_token(residual_distribution(p_target[i], q_draft[i]), rng))
-    return Verification(len(tokens), sample_token(p_target[len(tokens)], rng))
+    return verify_unchecked(p_target, q_draft, tokens, rng)
+
+
+def verify_unchecked(p_target, q_draft, draft_tokens, rng: np.random.Generator) -> Verification:
+    # `verify` without its checks, for rows the library computed itself (the loop's own
+    # verification pass and its own drafter's q): the decision, and nothing else
+    for i, x in enumerate(draft_tokens):
+        if not accepts(p_target[i, x], q_draft[i, x], rng):
+            return Verification(i, residual_token(p_target[i], q_draft[i], rng))
+    k = len(draft_tokens)
+    return Verification(k, bonus_token(p_target[k], rng))
 
 
 def verify_law(p_target: np.ndarray, q_draft: np.ndarray, draft_tokens) -> dict:

@@ -7,8 +7,8 @@ import torch
 from transformers import GPT2LMHeadModel
 
 from reference import ModelDrafter, SamplingParams, generate, speculative_generate
-from reference.bench import held_out_code_prompts
-from reference.bundled import DRAFT_DIR, MODELS_DIR, TARGET_DIR, load_bundled_pair
+from lab.bench import held_out_code_prompts
+from lab.bundled import DRAFT_DIR, MODELS_DIR, TARGET_DIR, load_bundled_pair
 
 GREEDY = SamplingParams(temperature=0.0)
 

@@ -1,4 +1,4 @@
-"""Every figure function of reference.plots, run on a real small run: a PNG must come out.
+"""Every figure function of lab.plots, run on a real small run: a PNG must come out.
 
 The figures are drawn from objects real code produced (a trace, statistics, a CostProfile, a
 BenchReport, exact laws), on small random byte-level models so that this runs in seconds.
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from reference import GPT, GPTConfig, ModelDrafter, SamplingParams, init_params, plots
-from reference.bench import run_bench
-from reference.costs import measure_costs
+from lab.bench import run_bench
+from lab.costs import measure_costs
 from reference.speculative import speculative_generate
 from reference.tokenizer import VOCAB_SIZE, encode
 from reference.verification import verify_law

@@ -99,6 +99,9 @@ class ConstantDrafter:
     def commit(self, n_accepted: int) -> None:
         pass
 
+    def rollback(self) -> None:
+        pass
+
 
 class RecordingGPT(GPT):
     """A GPT that remembers every cache it hands out, so tests can inspect the target's."""

@@ -232,6 +232,7 @@ def test_forward_that_would_overflow_the_cache_is_refused(target, cache):
     small = target.new_cache(capacity=6)
     target.forward([1, 2, 3, 4], small)
     small.commit(3)
+    small.rollback()
     target.forward([5], small)
     snap = snapshot(small)
     with pytest.raises(ValueError, match="KV cache full: 3 committed \\+ 1 temporary \\+ 3 new"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference.bench import markdown_report, run_bench
-from reference.costs import CostProfile, expected_tokens_per_round, predicted_speedup
+from lab.bench import markdown_report, run_bench
+from lab.costs import CostProfile, expected_tokens_per_round, predicted_speedup
 
 KS = [1, 3]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reference.cli import main, parse_list
+from lab.cli import main, parse_list
 
 
 def test_demo_prints_the_text_the_rounds_and_the_statistics(capsys):

@@ -32,11 +32,14 @@ def assert_written_is_prefill(model, cache: KVCache, tokens, what: str = "cache"
 
 
 def test_forward_writes_temporary_slots_and_commit_moves_the_pointer(target):
-    """forward marks T slots pending; commit(n) adds n to length and clears pending."""
+    """forward marks T slots pending; commit(n) moves n of them to the committed part, and
+    rollback() drops the rest."""
     cache = target.new_cache()
     target.forward([1, 2, 3], cache)
     assert (cache.length, cache.pending, cache.end) == (0, 3, 3)
     cache.commit(2)
+    assert (cache.length, cache.pending, cache.end) == (2, 1, 3)  # slot 2 still temporary
+    cache.rollback()
     assert (cache.length, cache.pending, cache.end) == (2, 0, 2)
     target.forward([4, 5], cache)
     assert (cache.length, cache.pending, cache.end) == (2, 2, 4)
@@ -67,6 +70,7 @@ def test_rolled_back_slots_keep_their_data_until_overwritten(target):
     cache = target.new_cache()
     target.forward([7, 7, 2], cache)
     cache.commit(1)
+    cache.rollback()
     stale_k = cache.k[:, :, 1:3].copy()
     target.forward([5, 6], cache)  # slots 1, 2 now hold candidates [5, 6]
     candidate_k = cache.k[:, :, 1:3].copy()
@@ -81,10 +85,12 @@ def test_rolled_back_slots_keep_their_data_until_overwritten(target):
 
 
 def test_commit_zero_and_commit_all_pending_are_the_bounds(target):
-    """n = 0 drops every temporary slot; n = pending keeps them all."""
+    """n = 0 keeps none (rollback then drops them all); n = pending keeps them all."""
     cache = target.new_cache()
     target.forward([1, 2], cache)
     cache.commit(0)
+    assert (cache.length, cache.pending) == (0, 2)
+    cache.rollback()
     assert (cache.length, cache.pending) == (0, 0)
     target.forward([3, 4, 5], cache)
     cache.commit(3)
@@ -185,7 +191,7 @@ def test_any_history_keeps_committed_slots_equal_to_a_fresh_prefill(target, ops)
             n = int(round(arg * len(pending)))
             cache.commit(n)
             committed += pending[:n]
-            pending = []
+            pending = pending[n:]  # still temporary, until a rollback
         else:
             cache.rollback()
             pending = []

@@ -182,6 +182,7 @@ def test_cached_appends_after_partial_commits_and_rollbacks_equal_uncached(targe
         else:
             n = int(rng.integers(0, len(candidates) + 1))
             cache.commit(n)
+            cache.rollback()
             committed += candidates[:n]
         assert cache.length == len(committed) and cache.pending == 0
 

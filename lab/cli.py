@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 
 from reference.autoregressive import generate
-from reference.bench import AR_DECODE, SPEC_DECODE
-from reference.bundled import MODELS_DIR as BUNDLED
-from reference.config import GPTConfig
+from lab.bench import AR_DECODE, SPEC_DECODE
+from lab.bundled import MODELS_DIR as BUNDLED
 from reference.drafters import ModelDrafter
-from reference.model import GPT, init_params
-from reference.report import describe_round, render_tokens, stats_table
+from reference.model import GPT
+from lab.standins import random_pair
+from lab.report import describe_round, render_tokens, stats_table
 from reference.sampling import SamplingParams
 from reference.speculative import speculative_generate
-from reference.timing import StageClock
+from lab.timing import StageClock
 from reference.tokenizer import EOS, VOCAB_SIZE, decode, encode
 
 # A prompt the bundled target continues as code at greedy (small byte-level models loop on
@@ -26,19 +26,6 @@ DEFAULT_PROMPT = (
     "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n"
     "    def __repr__(self):\n"
 )
-
-
-def random_pair(seed: int) -> tuple[GPT, GPT]:
-    """Untrained stand-ins: a target and a draft that is the target plus noise, so that
-    drafts are sometimes accepted. Only used when no trained pair is on disk."""
-    rng = np.random.default_rng(seed)
-    cfg = GPTConfig(n_vocab=VOCAB_SIZE, n_ctx=512, n_embd=128, n_head=4, n_layer=4)
-    params = init_params(cfg, rng, std=0.1)
-    noisy = {
-        name: w + (rng.standard_normal(w.shape) * 0.02).astype(np.float32)
-        for name, w in params.items()
-    }
-    return GPT(cfg, params), GPT(cfg, noisy)
 
 
 def load_pair(args) -> tuple[GPT, GPT, str]:
@@ -142,7 +129,7 @@ def machine_description() -> str:
 
 
 def bench_prompts(args) -> list[np.ndarray]:
-    from reference.bench import CODE_PROMPTS, TEXT_PROMPTS, held_out_code_prompts
+    from lab.bench import CODE_PROMPTS, TEXT_PROMPTS, held_out_code_prompts
 
     if args.prompts == "heldout":
         return held_out_code_prompts(args.n_prompts)
@@ -153,9 +140,9 @@ def bench_prompts(args) -> list[np.ndarray]:
 def cmd_bench(args) -> int:
     from tqdm import tqdm
 
-    from reference.bench import markdown_report, run_bench, run_transformers_rows
-    from reference.costs import measure_costs
-    from reference.plots import (
+    from lab.bench import markdown_report, run_bench, run_transformers_rows
+    from lab.costs import measure_costs
+    from lab.plots import (
         plot_accepted_histogram,
         plot_measured_vs_predicted,
         plot_speedup_vs_k,

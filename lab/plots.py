@@ -874,7 +874,7 @@ def plot_token_fates(
 ) -> Path:
     """The generated text token by token, coloured by fate: accepted draft, correction or
     bonus; the prompt in grey. A newline token ends the line, as in the text."""
-    from reference.report import fates
+    from lab.report import fates
 
     items = [(int(t), "context") for t in np.asarray(prompt)] + fates(trace)
     lines, line, used = [], [], 0.0
@@ -944,10 +944,10 @@ def plot_token_fates(
 
 
 def plot_acceptance_vs_k(report, path) -> Path:
-    """A BenchReport (reference.bench.run_bench): per temperature, the measured alpha against
+    """A BenchReport (lab.bench.run_bench): per temperature, the measured alpha against
     k (left) and the measured tokens per target pass against Leviathan's
     E(alpha, k) = (1 - alpha^(k+1)) / (1 - alpha) computed from that alpha (right)."""
-    from reference.costs import expected_tokens_per_round
+    from lab.costs import expected_tokens_per_round
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.0))
     temperatures = sorted({p.temperature for p in report.points})
@@ -998,7 +998,7 @@ def plot_speedup_theory(profile, alphas, path, max_k: int | None = None) -> Path
     """Leviathan's predicted speedup E(alpha, k) / (k c + v) against k, for several alphas,
     with c from a CostProfile: v = 1 (the paper's assumption, close to a GPU) on the left,
     v = v(k+1) measured on this machine on the right. Dots mark each curve's best k."""
-    from reference.costs import predicted_speedup
+    from lab.costs import predicted_speedup
 
     max_k = max_k or max(profile.target_append) - 1
     ks = np.arange(1, max_k + 1)

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reference.autoregressive import generate
-from reference.costs import CostProfile, expected_tokens_per_round, predicted_speedup
+from lab.costs import CostProfile, expected_tokens_per_round, predicted_speedup
 from reference.drafters import ModelDrafter
 from reference.model import GPT
 from reference.sampling import SamplingParams
 from reference.speculative import speculative_generate
-from reference.timing import StageClock
+from lab.timing import StageClock
 
 CODE_PROMPTS = [
     "def fibonacci(n):\n    ",

@@ -43,12 +43,3 @@ class StageClock:
         for stage, seconds in other.seconds.items():
             self.seconds[stage] += seconds
             self.calls[stage] += other.calls[stage]
-
-
-def check_clock(clock) -> StageClock:
-    # None -> a fresh clock nobody reads; anything else must be a StageClock
-    if clock is None:
-        return StageClock()
-    if not isinstance(clock, StageClock):
-        raise TypeError(f"clock must be a StageClock or None, got {type(clock).__name__}")
-    return clock
