@@ -8,17 +8,18 @@ from pathlib import Path
 
 import numpy as np
 
-from reference.autoregressive import generate
 from lab.bench import AR_DECODE, SPEC_DECODE
 from lab.bundled import MODELS_DIR as BUNDLED
+from lab.fast_cpu import fast
+from lab.report import describe_round, render_tokens, stats_table
+from lab.standins import random_pair
+from lab.timing import StageClock
+from reference.autoregressive import generate
 from reference.drafters import ModelDrafter
 from reference.model import GPT
-from lab.standins import random_pair
-from lab.report import describe_round, render_tokens, stats_table
 from reference.sampling import SamplingParams
 from reference.speculative import speculative_generate
-from lab.timing import StageClock
-from reference.tokenizer import EOS, VOCAB_SIZE, decode, encode
+from reference.tokenizer import EOS, decode, encode
 
 # A prompt the bundled target continues as code at greedy (small byte-level models loop on
 # many prompts; this one gives varied lines: docs/training.md shows a few)
@@ -29,6 +30,13 @@ DEFAULT_PROMPT = (
 
 
 def load_pair(args) -> tuple[GPT, GPT, str]:
+    target, draft, source = load_plain_pair(args)
+    if args.plain:
+        return target, draft, source + ", plain model"
+    return fast(target), fast(draft), source + ", CPU fast path (docs/fast-path.md)"
+
+
+def load_plain_pair(args) -> tuple[GPT, GPT, str]:
     target_dir = Path(args.target or BUNDLED / "target")
     draft_dir = Path(args.draft or BUNDLED / "draft")
     if not args.random and (target_dir / "config.json").exists():
@@ -142,7 +150,7 @@ def cmd_bench(args) -> int:
 
     from lab.bench import markdown_report, run_bench, run_transformers_rows
     from lab.costs import measure_costs
-    from lab.plots import (
+    from lab.figures import (
         plot_accepted_histogram,
         plot_measured_vs_predicted,
         plot_speedup_vs_k,
@@ -213,6 +221,11 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", help="target checkpoint dir (config.json + model.safetensors)")
     parser.add_argument("--draft", help="draft checkpoint dir")
     parser.add_argument("--random", action="store_true", help="use untrained random models")
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="run the plain model instead of the CPU fast path (same logits, slower)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
     parser.add_argument(
@@ -269,9 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        # BLAS threads: with 2 threads on 2 cores, any other busy process makes the threads
-        # of a small matrix product wait for each other, and a verification pass can take
-        # 10-100x longer. One thread is steady; --threads changes it.
+        # BLAS threads: with as many threads as cores, any other busy process makes the
+        # threads of a small matrix product wait for each other (docs/benchmarks.md measured
+        # how much). One thread is steady; --threads changes it.
         with threadpool_limits(limits=args.threads, user_api="blas"):
             return args.func(args)
     except ValueError as err:  # bad input: one clear line, no traceback

@@ -11,19 +11,25 @@ the target's row k.
 from reference.autoregressive import generate
 from reference.config import GPTConfig
 from reference.drafters import Draft, Drafter, ModelDrafter
-from reference.kv_cache import KVCache
+from reference.kv_cache import KVCache, catch_up_tokens
 from reference.model import GPT, init_params
 from reference.sampling import SamplingParams, probabilities, sample_token
 from reference.speculative import (
+    Round,
     RoundTrace,
     SpeculativeResult,
     SpeculativeStats,
     speculative_generate,
+    speculative_round,
+    verification_pass,
 )
 from reference.verification import (
     Verification,
     acceptance_probability,
+    accepts,
+    bonus_token,
     residual_distribution,
+    residual_token,
     verify,
 )
 
@@ -34,17 +40,24 @@ __all__ = [
     "GPTConfig",
     "KVCache",
     "ModelDrafter",
+    "Round",
     "RoundTrace",
     "SamplingParams",
     "SpeculativeResult",
     "SpeculativeStats",
     "Verification",
     "acceptance_probability",
+    "accepts",
+    "bonus_token",
+    "catch_up_tokens",
     "generate",
     "init_params",
     "probabilities",
     "residual_distribution",
+    "residual_token",
     "sample_token",
     "speculative_generate",
+    "speculative_round",
+    "verification_pass",
     "verify",
 ]

@@ -175,7 +175,7 @@ class DraftQWithoutTemperature(ModelDrafter):
 
 
 class ArgmaxDraftSoftQ(ModelDrafter):
-    """Proposes the draft's argmax tokens but reports the soft q (DESIGN.md's "argmax drafts
+    """Proposes the draft's argmax tokens but reports the soft q (a bug seen in real projects: "argmax drafts
     judged with soft q"): q is no longer the law the tokens came from."""
 
     def propose(self, context, k, sampling, rng) -> Draft:

@@ -198,7 +198,7 @@ def verify_family(verify_fn: Callable) -> dict[str, CheckResult]:
 
 # (n_embd, n_layer, n_head, std, seed): std 0.9 makes the rows depend strongly on the
 # context, so a cache that holds the wrong history changes them visibly. One layer keeps a
-# run near 1-2 ms; prompts and EOS ids were picked so that every accepted count of rounds 1
+# run cheap; prompts and EOS ids were picked so that every accepted count of rounds 1
 # and 2 has real mass (printed by `loop_laws`), and every top-k / top-p / argmax choice is at
 # least 3e-3 from a tie (LoopLaws.margin), far above float32 rounding.
 TARGET = (16, 1, 2, 0.9, 11)

@@ -13,7 +13,7 @@ from reference import (
     init_params,
     speculative_generate,
 )
-from reference.sampling import one_hot
+from reference.sampling import GREEDY, one_hot
 
 # Dimension letters as in reference/config.py: V vocabulary, C width, L layers, N slots.
 TARGET_CFG = GPTConfig(n_vocab=16, n_ctx=64, n_embd=16, n_head=2, n_layer=2)
@@ -21,7 +21,6 @@ SMALL_CFG = GPTConfig(n_vocab=16, n_ctx=64, n_embd=8, n_head=2, n_layer=1)  # an
 SHORT_CFG = GPTConfig(n_vocab=16, n_ctx=24, n_embd=8, n_head=2, n_layer=1)  # short context
 OTHER_VOCAB_CFG = GPTConfig(n_vocab=12, n_ctx=64, n_embd=8, n_head=2, n_layer=1)
 
-GREEDY = SamplingParams(temperature=0.0)
 
 # float32 forward passes over different splits of the same tokens agree to rounding only
 ATOL_REL = 1e-5

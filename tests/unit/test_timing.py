@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from reference import ModelDrafter, SamplingParams, generate, speculative_generate
 from lab.timing import StageClock
+from reference import ModelDrafter, SamplingParams, generate, speculative_generate
 from reference.checks import check_clock
 
 SOFT = SamplingParams(temperature=1.0)

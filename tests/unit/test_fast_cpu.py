@@ -1,0 +1,123 @@
+"""The opt-in CPU fast path (lab/fast_cpu.py): the plain model's logits, never stale."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lab import fast_cpu
+from lab.bundled import load_bundled_pair
+from lab.fast_cpu import FastGPT, fast
+from reference import GPT, GPTConfig, ModelDrafter, generate, init_params, speculative_generate
+
+from .helpers import GREEDY, assert_close_scaled
+
+# wide enough that k+1-row appends take the blocked few-row path (T * C_in * C_out > 100^3)
+WIDE_CFG = GPTConfig(n_vocab=64, n_ctx=96, n_embd=256, n_head=4, n_layer=2)
+
+
+@pytest.fixture(scope="module")
+def plain():
+    return GPT(WIDE_CFG, init_params(WIDE_CFG, np.random.default_rng(0), std=0.05))
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return load_bundled_pair()
+
+
+def forward_both(models, caches, tokens) -> list[np.ndarray]:
+    return [m.forward(tokens, c) for m, c in zip(models, caches, strict=True)]
+
+
+def assert_same_logits_through_a_run(plain: GPT, quick: FastGPT, tokens: np.ndarray) -> None:
+    """Prefill, one-token decode steps, then appends of 2..9 rows each rolled back (the
+    verification pattern): the two models agree at every call to float32 rounding."""
+    models, caches = (plain, quick), (plain.new_cache(), quick.new_cache())
+    assert_close_scaled(quick.forward(tokens), plain.forward(tokens), "no cache")
+    n = len(tokens) // 2
+    ours, theirs = forward_both(models, caches, tokens[:n])
+    assert_close_scaled(theirs, ours, "prefill")
+    for c in caches:
+        c.commit(n)
+    for i in range(n, n + 4):  # decode
+        ours, theirs = forward_both(models, caches, tokens[i : i + 1])
+        assert_close_scaled(theirs, ours, f"decode step {i}")
+        for c in caches:
+            c.commit(1)
+    for T in range(2, 10):  # k+1-row appends, rolled back like rejected drafts
+        ours, theirs = forward_both(models, caches, tokens[-T:])
+        assert_close_scaled(theirs, ours, f"append of {T} rows")
+        for c in caches:
+            c.rollback()
+
+
+def test_fast_path_equals_the_plain_model(plain):
+    tokens = np.random.default_rng(1).integers(0, WIDE_CFG.n_vocab, 40)
+    assert_same_logits_through_a_run(plain, fast(plain), tokens)
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["target", "draft"])
+def test_fast_path_equals_the_plain_model_at_the_bundled_pairs_shapes(bundled, which):
+    model = bundled[which]
+    tokens = np.frombuffer(b"def area(self):\n    return self.w * self.h\n" * 3, np.uint8)
+    assert_same_logits_through_a_run(model, fast(model), tokens.astype(np.int64))
+
+
+def test_appends_of_a_few_rows_take_the_blocked_path(plain, monkeypatch):
+    """The parity tests above really exercise the trick: a 5-row append goes through
+    linear_few_rows, a one-row step and a prefill do not."""
+    calls = []
+    real = fast_cpu.linear_few_rows
+    monkeypatch.setattr(fast_cpu, "linear_few_rows", lambda *a: calls.append(1) or real(*a))
+    quick = fast(plain)
+    quick.forward(np.arange(5))
+    assert calls, "a 5-row pass never took the blocked path"
+    calls.clear()
+    quick.forward(np.arange(1))
+    quick.forward(np.arange(40))
+    assert not calls
+
+
+def test_the_fast_model_keeps_one_copy_of_each_weight(plain):
+    """params[name] is a view of the stored [C_out, C_in] layout, not a second copy."""
+    quick = fast(plain)
+    w = quick.params["h.0.mlp.c_fc.weight"]
+    assert w.shape == (256, 1024) and w.T.flags.c_contiguous and w.base is not None
+    np.testing.assert_array_equal(w, plain.params["h.0.mlp.c_fc.weight"])
+    assert not np.shares_memory(w, plain.params["h.0.mlp.c_fc.weight"])  # plain untouched
+
+
+def test_editing_weights_in_place_cannot_leave_the_fast_path_stale(plain):
+    """`params[name] *= 0.5` on the fast model changes every path at once: its logits equal
+    a plain model built from the edited weights, and greedy speculative decoding still
+    equals greedy autoregressive (a stale copy made them differ before)."""
+    target = fast(plain)
+    draft = fast(plain)
+    prompt = np.arange(6)
+
+    def both():
+        rng = np.random.default_rng(0)
+        ar = generate(target, prompt, max_new_tokens=30, rng=rng, sampling=GREEDY)
+        spec = speculative_generate(
+            target, ModelDrafter(draft), prompt, k=5, max_new_tokens=30, rng=rng, sampling=GREEDY
+        )
+        return ar, spec.tokens
+
+    before = both()
+    for name in ("h.0.attn.c_attn.weight", "h.1.mlp.c_fc.weight", "h.1.mlp.c_proj.weight"):
+        target.params[name] *= 0.3  # in place
+    ar, spec = both()
+    assert spec == ar
+    assert ar != before[0], "the edit should change the target's output"
+    edited = GPT(plain.config, {n: w.copy() for n, w in target.params.items()})
+    assert_same_logits_through_a_run(edited, target, np.arange(30) % 64)
+
+
+def test_replacing_a_weight_is_seen_by_every_path(plain):
+    """`params[name] = new_array` drops the layout but not the numbers: still exact."""
+    quick = fast(plain)
+    name = "h.0.mlp.c_fc.weight"
+    quick.params[name] = np.ascontiguousarray(quick.params[name] * 2.0)
+    edited = GPT(plain.config, {n: w.copy() for n, w in quick.params.items()})
+    assert_same_logits_through_a_run(edited, quick, np.arange(30) % 64)

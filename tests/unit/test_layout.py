@@ -1,0 +1,91 @@
+"""The layout: `reference/` is the pure-NumPy core and never reaches into the lab around it."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import reference
+from reference import speculative
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE = ROOT / "reference"
+# what the core may import: the standard library, numpy, and itself
+ALLOWED_THIRD_PARTY = {"numpy"}
+
+
+def imported_modules(path: Path) -> set[str]:
+    # every top-level package named by an import statement of the file, at any depth
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_core_never_imports_the_lab_or_anything_but_numpy():
+    """No file of reference/ imports lab, gpu, training, tests or a package other than numpy
+    (the standard library aside): the core stays readable on its own and the tooling
+    depends on it, never the other way round."""
+    import sys
+
+    stdlib = set(sys.stdlib_module_names)
+    for path in sorted(CORE.glob("*.py")):
+        foreign = imported_modules(path) - stdlib - ALLOWED_THIRD_PARTY - {"reference"}
+        assert not foreign, f"reference/{path.name} imports {sorted(foreign)}"
+
+
+def test_the_checker_sees_a_forbidden_import(tmp_path):
+    """The check above would catch an import of the lab, also inside a function."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from lab.timing import StageClock\n    import matplotlib\n")
+    assert {"lab", "matplotlib"} <= imported_modules(bad)
+
+
+def test_the_core_holds_only_core_files():
+    """config, tokenizer, model, KV cache, sampling, verification, drafters, the loops,
+    checkpoint I/O and input checks: nothing else lives in reference/."""
+    expected = {
+        "__init__",
+        "config",
+        "tokenizer",
+        "model",
+        "kv_cache",
+        "sampling",
+        "verification",
+        "drafters",
+        "speculative",
+        "autoregressive",
+        "weights",
+        "checks",
+    }
+    assert {p.stem for p in CORE.glob("*.py")} == expected
+
+
+def test_every_idea_of_the_article_is_one_named_function():
+    """draft, verification pass, accept/reject, residual, bonus, temporary write, commit,
+    rollback, catch-up and one round each have a function of their own (docs/index.md)."""
+    from reference.drafters import ModelDrafter
+    from reference.kv_cache import KVCache, catch_up_tokens
+    from reference.verification import accepts, bonus_token, residual_token
+
+    named = [
+        ModelDrafter.propose,
+        speculative.verification_pass,
+        accepts,
+        residual_token,
+        bonus_token,
+        KVCache.write,
+        KVCache.commit,
+        KVCache.rollback,
+        catch_up_tokens,
+        speculative.speculative_round,
+    ]
+    for fn in named:
+        assert inspect.isfunction(fn)
+    # and the round really is the loop's: speculative_generate calls it
+    assert "speculative_round(" in inspect.getsource(speculative.speculative_generate)
+    assert reference.speculative_round is speculative.speculative_round
