@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from reference.autoregressive import generate
 from lab.costs import CostProfile, expected_tokens_per_round, predicted_speedup
+from lab.timing import StageClock
+from reference.autoregressive import generate
 from reference.drafters import ModelDrafter
 from reference.model import GPT
 from reference.sampling import SamplingParams
-from reference.speculative import speculative_generate
-from lab.timing import StageClock
+from reference.speculative import SpeculativeStats, speculative_generate
 
 CODE_PROMPTS = [
     "def fibonacci(n):\n    ",
@@ -190,7 +190,7 @@ def bench_point(
     k: int,
     ar: list[Tally],
     spec: list[Tally],
-    stats: list,
+    stats: list[SpeculativeStats],
     ar_clock: StageClock,
     spec_clock: StageClock,
     costs: CostProfile,
@@ -199,22 +199,20 @@ def bench_point(
     spec_rate = np.array([t.tokens / t.decode_seconds for t in spec])
     ar_e2e = np.array([t.tokens / t.seconds for t in ar])
     spec_e2e = np.array([t.tokens / t.seconds for t in spec])
-    accepted = sum(s.accepted for s in stats)
-    examined = accepted + sum(s.rejections for s in stats)
-    alpha = accepted / examined if examined else float("nan")
-    rounds, drafted = sum(s.rounds for s in stats), sum(s.drafted for s in stats)
+    pooled = SpeculativeStats.pooled(stats)  # every run of this point as one
+    alpha, rounds, drafted = pooled.alpha, pooled.rounds, pooled.drafted
     # one autoregressive decode step, pooled over every AR run of this temperature
     step = ar_clock.total(*AR_DECODE) / sum(t.tokens for t in ar)
     point = BenchPoint(
         temperature=temperature,
         k=k,
         alpha=alpha,
-        tokens_per_round=sum(s.emitted for s in stats) / rounds,
+        tokens_per_round=pooled.mean_tokens_per_round,
         ar_tps=float(np.median(ar_rate)),
         spec_tps=float(np.median(spec_rate)),
         speedups=list(spec_rate / ar_rate),
         speedups_end_to_end=list(spec_e2e / ar_e2e),
-        histogram=sum(s.accepted_histogram for s in stats),
+        histogram=pooled.accepted_histogram,
         c_loop=spec_clock.seconds["draft"] / drafted / step,
         v_loop=spec_clock.seconds["target"] / rounds / step,
         overhead_loop=spec_clock.total("verify", "other") / rounds / step,

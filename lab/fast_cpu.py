@@ -22,8 +22,8 @@ import numpy as np
 from reference.config import GPTConfig
 from reference.model import GPT, causal_mask, softmax
 
-# Up to this many rows a linear layer takes the blocked path (verification appends k+1 <= 9
-# rows for the k this project sweeps; prefill and one-row decode keep x @ w).
+# From 2 up to this many rows a linear layer takes the blocked path (verification appends
+# k+1 <= 9 rows for the k this project sweeps; prefill and one-row decode keep x @ w).
 FEW_ROWS = 16
 
 # OpenBLAS multiplies without packing when M * N * K <= 100^3 (its "small matrix" kernels on
@@ -41,7 +41,9 @@ def linear_few_rows(x: np.ndarray, w_t: np.ndarray, b: np.ndarray) -> np.ndarray
     # [T, C_in], w_t = w.T [C_out, C_in] -> [T, C_out]: the same numbers as x @ w + b.
     # For a handful of rows OpenBLAS first copies ("packs") the whole weight matrix, so a
     # k+1-row verification pass costs several one-row steps; blocks of w_t small enough for
-    # its unpacked kernels read every weight once for all T rows.
+    # its unpacked kernels read every weight once for all T rows. (A product that is small
+    # already is one block; computed as w_t @ x_t it reads w_t in its stored order, where
+    # x @ w would read a transposed view, which measured slower.)
     x_t = np.ascontiguousarray(x.T)  # [C_in, T]
     B = block_size(x.shape[0], x.shape[1])
     y_t = np.concatenate([w_t[j : j + B] @ x_t for j in range(0, w_t.shape[0], B)])
@@ -98,9 +100,9 @@ class FastGPT(GPT):
     def linear(self, x: np.ndarray, name: str) -> np.ndarray:
         w, b = self.params[name + ".weight"], self.params[name + ".bias"]
         T = x.shape[0]
-        if 1 < T <= FEW_ROWS and T * w.size > SMALL_PRODUCT:  # small products never pack
-            return linear_few_rows(x, w.T, b)  # w.T: the stored [C_out, C_in] array
-        return x @ w + b
+        if 1 < T <= FEW_ROWS:  # w.T: the stored [C_out, C_in] array
+            return linear_few_rows(x, w.T, b)
+        return x @ w + b  # one row, or a prefill: one product over the whole matrix
 
     def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
         return attention_keys_first(q, k, v)

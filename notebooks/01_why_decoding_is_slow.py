@@ -14,7 +14,8 @@
 # %% [markdown]
 # # 01 · Why one-token decoding is slow
 #
-# *Article §1 and §7. Code: `reference/costs.py`, `reference/model.py`, `reference/kv_cache.py`.*
+# *Article §1 and §7. Code: `lab/costs.py`, `reference/model.py`, `reference/kv_cache.py`,
+# `lab/fast_cpu.py`.*
 #
 # A language model writes one token per call. Each call pushes **one** new position through
 # every weight matrix: the hidden state is a `[1, H]` row multiplied by an `[H, H]` matrix.
@@ -37,9 +38,10 @@ import numpy as np
 from IPython.display import Image, display
 
 from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.standins import random_pair
 from lab.costs import measure_costs
-from lab.plots import plot_forward_costs, plot_matmul_times
+from lab.fast_cpu import fast
+from lab.figures import plot_forward_costs, plot_matmul_times
+from lab.standins import random_pair
 from reference.tokenizer import encode
 
 # figures go to a scratch folder, or to docs/figures when notebooks/render.py renders them
@@ -128,6 +130,23 @@ print("v(T):", {T: round(profile.verify_cost(T), 2) for T in sorted(profile.targ
 # %%
 path = plot_forward_costs(profile, FIGURES / "forward_costs.png")
 display(Image(filename=str(path)))
+
+# %% [markdown]
+# ### The same models through the CPU fast path
+#
+# `reference/model.py` computes `x @ w + b` and plain attention, as the article writes them.
+# On a CPU, OpenBLAS first copies ("packs") a whole weight matrix before a product with a few
+# rows, so a pass over T = k + 1 positions costs several one-token passes — the v(T) above.
+# `lab/fast_cpu.py` gives the same logits with products cut into blocks that OpenBLAS runs
+# without packing (and a few cheaper NumPy calls for the draft's one-row steps); the bench
+# and the demo use it. Same weights, same numbers, different speed:
+
+# %%
+fast_profile = measure_costs(fast(target), fast(draft), context, max_T=8, repeats=9)
+print("            c      " + "  ".join(f"v({T})" for T in sorted(profile.target_append)))
+for name, prof in (("plain", profile), ("fast path", fast_profile)):
+    print(f"{name:10s} {prof.c:.3f}  " + "  ".join(
+        f"{prof.verify_cost(T):.2f}" for T in sorted(prof.target_append)))
 
 # %% [markdown]
 # ## 3. The KV cache: why a one-token step is one position, not the whole prefix

@@ -32,10 +32,10 @@ import numpy as np
 from IPython.display import Image, display
 
 from lab.bundled import bundled_pair_available, load_bundled_pair
+from lab.figures import plot_causal_mask
+from lab.report import quoted
 from lab.standins import random_pair
 from reference.model import causal_mask
-from lab.plots import plot_causal_mask
-from lab.report import quoted
 from reference.tokenizer import decode, encode
 
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
@@ -114,13 +114,16 @@ print("max |append rows - uncached rows|:", float(np.abs(rows - reference_rows).
 # %% [markdown]
 # ## 5. Commit part of it, roll back the rest — and check the invariant
 #
-# Say the first two appended tokens were accepted. `commit(2)` keeps their slots and drops
-# the other two by moving the pointer. The property every test of the project leans on:
+# Say the first two appended tokens were accepted. `commit(2)` makes their slots permanent;
+# the other two are still temporary until `rollback()` drops them by moving the pointer —
+# exactly how every speculative round ends. The property every test of the project leans on:
 # **the committed slots equal what a fresh prefill of the committed tokens produces.**
 
 # %%
 cache.commit(2)
 print("after commit(2):", cache)
+cache.rollback()
+print("after rollback():", cache)
 tokens_now = np.concatenate([prompt, [next_token], guess[:2]])
 fresh = target.new_cache()
 target.forward(tokens_now, fresh)

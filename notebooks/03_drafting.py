@@ -36,11 +36,11 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from reference import ModelDrafter, SamplingParams, probabilities
 from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.standins import random_pair
-from lab.plots import plot_draft_rows
+from lab.figures import plot_draft_rows
 from lab.report import quoted
+from lab.standins import random_pair
+from reference import ModelDrafter, SamplingParams, probabilities
 from reference.tokenizer import decode, encode
 
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
@@ -95,12 +95,15 @@ for i in range(len(proposal.tokens)):
 # The drafter fed the context (all of it, in this first call: nobody called `prefill`) and
 # x₁ … x_{k−1}; x_k was never fed — nobody needs q_{k+1}. All of it is **temporary** until the
 # target has spoken: after verification, `drafter.commit(n_accepted)` keeps the context and
-# the accepted drafts and drops the rest (notebook 06 follows this over many rounds).
+# the accepted drafts, and `drafter.rollback()` drops the rest (notebook 06 follows this over
+# many rounds).
 
 # %%
 print(drafter.cache, f"  (context {len(context)} + drafts fed {len(proposal.tokens) - 1})")
 drafter.commit(2)  # pretend the target accepted x1 and x2
 print("after commit(2):", drafter.cache)
+drafter.rollback()  # forget the drafts fed after them
+print("after rollback():", drafter.cache)
 
 # %% [markdown]
 # ## 4. Greedy drafting gives one-hot rows

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 04 · Verifying k drafts in one target pass
 #
-# *Article §3. Code: `reference/speculative.py` (`target_rows`), `reference/model.py`.
+# *Article §3. Code: `reference/speculative.py` (`verification_pass`), `reference/model.py`.
 # Tests: `tests/unit/test_model.py` (cached append == uncached), the oracle's loop family
 # (a row taken from the wrong position changes the output law).*
 #
@@ -43,13 +43,12 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from reference import ModelDrafter, SamplingParams, probabilities, speculative_generate
 from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.standins import random_pair
-from reference.drafters import Draft
-from lab.plots import plot_verification
+from lab.figures import plot_verification
 from lab.report import describe_round, quoted
-from reference.speculative import target_rows
+from lab.standins import random_pair
+from reference import ModelDrafter, SamplingParams, probabilities, speculative_generate
+from reference.speculative import verification_pass
 from reference.tokenizer import EOS, decode, encode
 
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
@@ -91,17 +90,18 @@ display(Image(filename=str(path)))
 # ## 2. Rebuild that round's rows by hand
 #
 # We put the committed context (all but its last token, as the loop does) in a fresh target
-# cache, then call `target_rows` — the very function the loop uses — with the round's drafts.
-# One forward pass over k + 1 positions; its last k + 1 rows, turned into probabilities,
-# are p₁ … p_{k+1}.
+# cache, then call `verification_pass` — the very function the round uses — with its drafts.
+# One forward pass over the catch-up token (`catch_up_tokens`: the committed token the cache
+# has not seen) and the k drafts; its last k + 1 rows, turned into probabilities, are
+# p₁ … p_{k+1}.
 
 # %%
 context = sequence[: rnd.context_len]
 cache = target.new_cache()
 target.forward(context[:-1], cache)
 cache.commit(len(context) - 1)
-p_rows, n_fed = target_rows(target, cache, context, Draft(rnd.draft_tokens, rnd.q_rows), sampling)
-print(f"fed {n_fed} context token + {len(rnd.draft_tokens)} drafts in one call -> p rows "
+p_rows, n_fed = verification_pass(target, cache, context, rnd.draft_tokens, sampling)
+print(f"fed {n_fed} catch-up token + {len(rnd.draft_tokens)} drafts in one call -> p rows "
       f"{p_rows.shape}; cache {cache}")
 print("max |p_rows - trace.p_rows| =", float(np.abs(p_rows - rnd.p_rows).max()))
 

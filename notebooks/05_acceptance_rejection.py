@@ -43,6 +43,10 @@ import numpy as np
 from IPython.display import Image, display
 from scipy import stats
 
+from lab.bundled import bundled_pair_available, load_bundled_pair
+from lab.figures import plot_acceptance_example, plot_law_comparison
+from lab.report import quoted
+from lab.standins import random_pair
 from reference import (
     ModelDrafter,
     SamplingParams,
@@ -54,10 +58,6 @@ from reference import (
     speculative_generate,
     verify,
 )
-from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.standins import random_pair
-from lab.plots import plot_acceptance_example, plot_law_comparison
-from lab.report import quoted
 from reference.sampling import GREEDY, one_hot
 from reference.tokenizer import EOS, decode, encode
 from reference.verification import verify_law

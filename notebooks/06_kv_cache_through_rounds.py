@@ -15,8 +15,9 @@
 # # 06 · Two KV caches through many rounds: write, commit, roll back
 #
 # *Article §6. Code: `reference/kv_cache.py`, `reference/drafters.py` (`ModelDrafter`),
-# `reference/speculative.py`. Tests: `tests/unit/test_kv_cache.py` (the invariant after
-# every round, and a property test), the oracle's rollback-off-by-one variants. Text:
+# `reference/speculative.py` (`speculative_round`). Tests: `tests/unit/test_kv_cache.py`
+# (the invariant after every round, and a property test), the oracle's rollback-off-by-one
+# variants. Text:
 # `docs/kv-cache.md`.*
 #
 # A round writes K/V for positions that may not survive: the target writes the drafts while
@@ -26,7 +27,8 @@
 #
 # * new positions are written after the committed ones as **temporary** slots;
 # * after the verdict, `commit(n)` keeps the first n temporary slots in every layer at once;
-# * the rest is dropped by moving a pointer — nothing is copied or cleared;
+# * `rollback()` drops the rest by moving a pointer — nothing is copied or cleared;
+#   `speculative_round` ends with these two calls on both caches;
 # * the new token of the round (correction or bonus) has **no K/V anywhere yet**: the next
 #   round feeds it first, to both models, in the pass it needs anyway.
 #
@@ -41,11 +43,11 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from reference import ModelDrafter, SamplingParams, probabilities, speculative_generate
 from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.standins import random_pair
-from lab.plots import plot_cache_rounds
+from lab.figures import plot_cache_rounds
 from lab.report import describe_round
+from lab.standins import random_pair
+from reference import ModelDrafter, SamplingParams, probabilities, speculative_generate
 from reference.tokenizer import EOS, encode
 
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
@@ -94,7 +96,8 @@ display(Image(filename=str(path)))
 # The target's "after" is c + n: the last context token and the accepted drafts. The new
 # token, at position c + n, is uncached. The draft keeps one token fewer when all drafts
 # were accepted — it never fed its own x_k — so next round it feeds **two** tokens: x_k and
-# the bonus. That is the *catch-up*; both models simply feed `context[cache.length:]`.
+# the bonus. That is the *catch-up*; both models simply feed `catch_up_tokens(cache,
+# context)`, the committed tokens their cache has not seen (`context[cache.length:]`).
 
 # %%
 catch_ups = 0

@@ -15,17 +15,22 @@
 # # 07 · A full run, round by round
 #
 # *Article §5 and §11. Code: `reference/speculative.py` (`speculative_generate`,
-# `RoundTrace`, `SpeculativeStats`), `reference/report.py`. Tests:
+# `RoundTrace`, `SpeculativeStats`, `speculative_round`), `lab/report.py`. Tests:
 # `tests/unit/test_stats_and_trace.py`, `tests/unit/test_greedy_equivalence.py`, the oracle.*
 #
 # One round of speculative decoding, end to end:
 #
 # 1. start from the **committed** context;
-# 2. the draft model guesses k tokens, one after another;
-# 3. the target scores all of them in **one** pass;
+# 2. the draft model guesses k tokens, one after another (`drafter.propose`);
+# 3. the target scores all of them in **one** pass (`verification_pass`);
 # 4. the longest accepted prefix is kept; at the first rejection a **correction** token is
-#    drawn from the residual (or, if nothing was rejected, a **bonus** token from the last row);
-# 5. the caches commit the K/V of what was kept and roll back the rest.
+#    drawn from the residual (or, if nothing was rejected, a **bonus** token from the last
+#    row) (`verify`);
+# 5. the caches commit the K/V of what was kept and roll back the rest (`commit`, then
+#    `rollback`, on both caches).
+#
+# `speculative_round` in `reference/speculative.py` is exactly these steps; the loop,
+# `speculative_generate`, repeats it and applies the stop rules.
 #
 # A round emits between 1 and k + 1 tokens for a single target call. Drafts after a rejected
 # one are thrown away unseen — they were built on a token the target refused.
@@ -38,17 +43,17 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from reference import ModelDrafter, SamplingParams, generate, speculative_generate
 from lab.bench import CODE_PROMPTS, timed
 from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.standins import random_pair
-from lab.plots import (
+from lab.figures import (
     plot_accepted_histogram,
     plot_per_position_acceptance,
     plot_pipeline,
     plot_token_fates,
 )
 from lab.report import render_tokens, stats_table
+from lab.standins import random_pair
+from reference import ModelDrafter, SamplingParams, generate, speculative_generate
 from reference.tokenizer import EOS, encode
 
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))

@@ -14,8 +14,8 @@
 # %% [markdown]
 # # 08 · How much faster? Acceptance, k and the speedup
 #
-# *Article §7 and §8. Code: `reference/costs.py` (Leviathan's formulas, `measure_costs`),
-# `reference/bench.py` (`run_bench`, `CODE_PROMPTS`, `TEXT_PROMPTS`). The full measurement:
+# *Article §7 and §8. Code: `lab/costs.py` (Leviathan's formulas, `measure_costs`),
+# `lab/bench.py` (`run_bench`, `CODE_PROMPTS`, `TEXT_PROMPTS`). The full measurement:
 # `specdec bench`, reported in `docs/benchmarks.md`.*
 #
 # If each draft is accepted with probability α, independently (Leviathan et al.'s model), a
@@ -43,21 +43,23 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from reference import ModelDrafter, SamplingParams, speculative_generate
 from lab.bench import CODE_PROMPTS, TEXT_PROMPTS, run_bench
 from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.standins import random_pair
 from lab.costs import expected_tokens_per_round, measure_costs, predicted_speedup
-from lab.plots import (
+from lab.fast_cpu import fast
+from lab.figures import (
     plot_acceptance_vs_k,
     plot_per_position_acceptance,
     plot_speedup_theory,
     plot_speedup_vs_k,
 )
+from lab.standins import random_pair
+from reference import ModelDrafter, SamplingParams, SpeculativeStats, speculative_generate
 from reference.tokenizer import EOS, encode
 
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
+target, draft = fast(target), fast(draft)  # the CPU fast path, as `specdec bench` runs
 
 # %% [markdown]
 # ## 1. What the formula predicts
@@ -142,10 +144,10 @@ for kind, texts in (("code prompts", CODE_PROMPTS), ("text prompts", TEXT_PROMPT
         for j, t in enumerate(texts)
     ]
 for kind, runs in by_kind.items():
-    accepted = sum(s.accepted for s in runs)
-    alpha = accepted / (accepted + sum(s.rejections for s in runs))
-    tpr = sum(s.emitted for s in runs) / sum(s.rounds for s in runs)
-    print(f"{kind}: {len(runs)} prompts, α = {alpha:.3f}, {tpr:.2f} tokens per round "
+    pooled = SpeculativeStats.pooled(runs)  # α = all accepted / all examined drafts
+    alpha = pooled.alpha
+    print(f"{kind}: {len(runs)} prompts, α = {alpha:.3f}, "
+          f"{pooled.mean_tokens_per_round:.2f} tokens per round "
           f"(E(α, 4) = {expected_tokens_per_round(alpha, 4):.2f})")
 
 # %%

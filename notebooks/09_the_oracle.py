@@ -46,8 +46,8 @@ from pathlib import Path
 from IPython.display import Image, display
 
 import reference
+from lab.figures import plot_oracle_power
 from reference import speculative_generate, verify
-from lab.plots import plot_oracle_power
 
 ROOT = Path(reference.__file__).resolve().parents[1]  # the repository, to import its tests
 sys.path.insert(0, str(ROOT))

@@ -175,8 +175,8 @@ class DraftQWithoutTemperature(ModelDrafter):
 
 
 class ArgmaxDraftSoftQ(ModelDrafter):
-    """Proposes the draft's argmax tokens but reports the soft q (a bug seen in real projects: "argmax drafts
-    judged with soft q"): q is no longer the law the tokens came from."""
+    """Proposes the draft's argmax tokens but reports the soft q ("argmax drafts judged with
+    soft q", a bug seen in real projects): q is no longer the law the tokens came from."""
 
     def propose(self, context, k, sampling, rng) -> Draft:
         draft = super().propose(context, k, SamplingParams(0.0), rng)

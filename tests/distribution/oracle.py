@@ -31,6 +31,7 @@ from functools import cache
 import numpy as np
 from scipy import optimize, stats
 
+from lab import standins
 from reference.drafters import Draft, ModelDrafter
 from reference.model import GPT
 from reference.sampling import SamplingParams, probabilities
@@ -557,13 +558,9 @@ def tiny_gpt(
 
 @cache
 def noisy_copy(model: GPT, scale: float, seed: int) -> GPT:
-    """The model's weight matrices plus scale * N(0, 1) noise (LayerNorms and biases kept)."""
-    rng = np.random.default_rng(seed)
-    params = {
-        name: (w + scale * rng.standard_normal(w.shape)).astype(np.float32) if w.ndim == 2 else w
-        for name, w in sorted(model.params.items())
-    }
-    return GPT(model.config, params)
+    """lab.standins.noisy_copy, built once per (model, scale, seed): the model's weight
+    matrices plus scale * N(0, 1) noise (LayerNorms and biases kept)."""
+    return standins.noisy_copy(model, scale, seed)
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,10 @@ import numpy as np
 import torch
 from transformers import GPT2LMHeadModel
 
-from reference.sampling import GREEDY
-from reference import ModelDrafter, SamplingParams, generate, speculative_generate
 from lab.bench import held_out_code_prompts
 from lab.bundled import DRAFT_DIR, MODELS_DIR, TARGET_DIR, load_bundled_pair
-
+from reference import ModelDrafter, generate, speculative_generate
+from reference.sampling import GREEDY
 
 
 def test_shipped_weights_stay_small():

@@ -5,10 +5,9 @@ import numpy as np
 import pytest
 import torch
 
+from reference import ModelDrafter, generate, speculative_generate
 from reference.sampling import GREEDY
-from reference import ModelDrafter, SamplingParams, generate, speculative_generate
 from reference.weights import load_gpt2
-
 
 
 def hf_logits(model, tokens) -> np.ndarray:  # [T] -> [T, V]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from lab.standins import noisy_copy
+
 from .helpers import (
     OTHER_VOCAB_CFG,
     SHORT_CFG,
     SMALL_CFG,
     TARGET_CFG,
     make_model,
-    perturbed,
 )
 
 
@@ -23,7 +24,7 @@ def target():
 @pytest.fixture(scope="session")
 def draft(target):
     """A draft q close to the target: greedy acceptance around 0.6, so both paths occur."""
-    return perturbed(target, seed=1, noise=0.03)
+    return noisy_copy(target, noise=0.03, seed=1)
 
 
 @pytest.fixture(scope="session")

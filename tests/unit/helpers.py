@@ -9,7 +9,6 @@ from reference import (
     Draft,
     GPTConfig,
     KVCache,
-    SamplingParams,
     init_params,
     speculative_generate,
 )
@@ -29,16 +28,6 @@ ATOL_REL = 1e-5
 def make_model(cfg: GPTConfig, seed: int, std: float = 0.5) -> GPT:
     """A random GPT; a large std makes its output depend strongly on the context."""
     return GPT(cfg, init_params(cfg, np.random.default_rng(seed), std=std))
-
-
-def perturbed(model: GPT, seed: int, noise: float) -> GPT:
-    """The same architecture with every weight nudged: a draft that agrees often, not always."""
-    rng = np.random.default_rng(seed)
-    params = {
-        name: w + (rng.standard_normal(w.shape) * noise).astype(np.float32)
-        for name, w in model.params.items()
-    }
-    return GPT(model.config, params)
 
 
 def assert_close_scaled(actual: np.ndarray, expected: np.ndarray, what: str = "") -> None:

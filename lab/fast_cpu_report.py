@@ -1,0 +1,127 @@
+"""What each trick of the CPU fast path buys on this machine, measured on the bundled pair.
+
+    .venv/bin/python -m lab.fast_cpu_report            # prints a markdown table
+
+Each row times the plain computation (reference/model.py) and the fast one (lab/fast_cpu.py)
+on the shapes the bundled pair really uses, one BLAS thread, median of many calls. The
+figures in docs/fast-path.md come from this script.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from lab import fast_cpu
+from lab.bundled import load_bundled_pair
+from lab.costs import time_append
+from reference import model as plain
+
+
+def median_us(fn, repeats: int = 200) -> float:
+    for _ in range(5):  # warm-up
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) * 1e6
+
+
+def trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float, float]]:
+    # -> [(what, plain microseconds, fast microseconds)]
+    C = target.config.n_embd
+    w = target.params["h.0.mlp.c_fc.weight"]  # [C, 4C]
+    w_t = np.ascontiguousarray(w.T)
+    b = target.params["h.0.mlp.c_fc.bias"]
+    rows = []
+    for T in (2, 5, 8):
+        x = rng.standard_normal((T, C)).astype(np.float32)
+        rows.append(
+            (
+                f"target MLP c_fc [{T},{C}]@[{C},{4 * C}]",
+                median_us(lambda x=x: plain.linear(x, w, b)),
+                median_us(lambda x=x: fast_cpu.linear_few_rows(x, w_t, b)),
+            )
+        )
+    nh, hs, S = target.config.n_head, target.config.head_size, 400
+    q = rng.standard_normal((nh, 5, hs)).astype(np.float32)
+    k = rng.standard_normal((nh, S, hs)).astype(np.float32)
+    v = rng.standard_normal((nh, S, hs)).astype(np.float32)
+    rows.append(
+        (
+            f"attention, 5 new rows over {S} keys (one layer)",
+            median_us(lambda: plain.attention(q, k, v)),
+            median_us(lambda: fast_cpu.attention_keys_first(q, k, v)),
+        )
+    )
+    q1 = q[:, :1]
+    rows.append(
+        (
+            f"attention, 1 new row over {S} keys (one layer)",
+            median_us(lambda: plain.attention(q1, k, v)),
+            median_us(lambda: fast_cpu.attention_keys_first(q1, k, v)),
+        )
+    )
+    Cd = draft.config.n_embd
+    xd = rng.standard_normal((1, Cd)).astype(np.float32)
+    g, bd = draft.params["ln_f.weight"], draft.params["ln_f.bias"]
+    rows.append(
+        (
+            f"LayerNorm of one draft row [1,{Cd}]",
+            median_us(lambda: plain.layer_norm(xd, g, bd, 1e-5)),
+            median_us(lambda: fast_cpu.layer_norm_by_sums(xd, g, bd, 1e-5)),
+        )
+    )
+    xg = rng.standard_normal((1, 4 * Cd)).astype(np.float32)
+    rows.append(
+        (
+            f"GELU of one draft row [1,{4 * Cd}]",
+            median_us(lambda: plain.gelu(xg)),
+            median_us(lambda: fast_cpu.gelu_by_products(xg)),
+        )
+    )
+    return rows
+
+
+def pass_rows(target, draft, context: np.ndarray) -> list[tuple[str, float, float]]:
+    # whole forward passes after `context` is cached: the draft's one-row step, the
+    # target's one-row step and its T-row verification passes
+    fast_target, fast_draft = fast_cpu.fast(target), fast_cpu.fast(draft)
+    rows = [
+        (
+            "draft one-row step",
+            time_append(draft, context, 1, 200) * 1e6,
+            time_append(fast_draft, context, 1, 200) * 1e6,
+        )
+    ]
+    for T in (1, 2, 4, 5, 8):
+        rows.append(
+            (
+                f"target pass over {T} new row(s)",
+                time_append(target, context, T, 60) * 1e6,
+                time_append(fast_target, context, T, 60) * 1e6,
+            )
+        )
+    return rows
+
+
+def main() -> None:
+    from threadpoolctl import threadpool_limits
+
+    target, draft = load_bundled_pair()
+    context = np.frombuffer(b"    def area(self):\n        return self.w * self.h\n" * 8, np.uint8)
+    context = context.astype(np.int64)[:400]
+    with threadpool_limits(limits=1, user_api="blas"):
+        rows = trick_rows(target, draft, np.random.default_rng(0))
+        rows += pass_rows(target, draft, context)
+    print("| what | plain (us) | fast path (us) | plain / fast |")
+    print("|---|---|---|---|")
+    for what, slow, quick in rows:
+        print(f"| {what} | {slow:.1f} | {quick:.1f} | {slow / quick:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
