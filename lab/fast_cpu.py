@@ -1,7 +1,7 @@
 """The opt-in CPU fast path: the same GPT, computed in ways OpenBLAS runs faster.
 
-`FastGPT` is a `reference.model.GPT` whose four block computations (norm, linear, attend,
-activation) are replaced by versions that give the same numbers to float32 rounding but
+`FastGPT` is a `reference.model.GPT` whose block computations `linear`, `attend` and
+`activation` are replaced by versions that give the same numbers to float32 rounding but
 suit OpenBLAS and NumPy's call overhead on a CPU. The plain model stays the one to read;
 docs/fast-path.md says why each trick exists and what it measured, and
 tests/unit/test_fast_cpu.py holds it to the plain model's logits.
@@ -50,15 +50,6 @@ def linear_few_rows(x: np.ndarray, w_t: np.ndarray, b: np.ndarray) -> np.ndarray
     return y_t.T + b
 
 
-def layer_norm_by_sums(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
-    # [T, C] -> [T, C]: layer_norm with sums instead of np.mean / np.var: the same numbers,
-    # a fraction of the call overhead, which dominates the draft model's one-row calls
-    n = x.shape[-1]
-    centred = x - x.sum(axis=-1, keepdims=True) / n
-    var = (centred * centred).sum(axis=-1, keepdims=True) / n
-    return g * centred / np.sqrt(var + eps) + b
-
-
 def gelu_by_products(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
     # gelu with x * x * x instead of x**3: NumPy's float power is several times slower
     c = np.float32(math.sqrt(2.0 / math.pi))
@@ -90,12 +81,6 @@ class FastGPT(GPT):
             if is_linear_weight(name, w):
                 # one copy, laid out [C_out, C_in]; params[name] is its transposed view
                 self.params[name] = np.ascontiguousarray(w.T).T
-
-    def norm(self, x: np.ndarray, name: str) -> np.ndarray:
-        P = self.params
-        return layer_norm_by_sums(
-            x, P[name + ".weight"], P[name + ".bias"], self.config.layer_norm_epsilon
-        )
 
     def linear(self, x: np.ndarray, name: str) -> np.ndarray:
         w, b = self.params[name + ".weight"], self.params[name + ".bias"]

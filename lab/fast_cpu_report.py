@@ -66,15 +66,6 @@ def trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float
         )
     )
     Cd = draft.config.n_embd
-    xd = rng.standard_normal((1, Cd)).astype(np.float32)
-    g, bd = draft.params["ln_f.weight"], draft.params["ln_f.bias"]
-    rows.append(
-        (
-            f"LayerNorm of one draft row [1,{Cd}]",
-            median_us(lambda: plain.layer_norm(xd, g, bd, 1e-5)),
-            median_us(lambda: fast_cpu.layer_norm_by_sums(xd, g, bd, 1e-5)),
-        )
-    )
     xg = rng.standard_normal((1, 4 * Cd)).astype(np.float32)
     rows.append(
         (
