@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test oracle bench notebooks lint clean-venv
+.PHONY: demo test oracle oracle-gpu bench notebooks lint clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,13 +25,20 @@ $(VENV)/.stamp-dev: pyproject.toml | $(PY)
 demo: $(VENV)/.stamp-run
 	$(VENV)/bin/specdec demo
 
+# everything, then the oracle once more against the GPU twin (gpu/; NumPy mode without a device)
 test: $(VENV)/.stamp-dev
 	$(PY) -m pytest
+	$(MAKE) --no-print-directory oracle-gpu
 
 # the statistical oracle only (`pytest -m distribution`); grade your own verify with
 #   make oracle ARGS=--verify=path/to/my_verify.py:verify
 oracle: $(VENV)/.stamp-oracle
 	$(PY) -m pytest -m distribution $(ARGS)
+
+# the same oracle grading the twin's verify and loop
+oracle-gpu: $(VENV)/.stamp-oracle
+	$(PY) -m pytest -m distribution --verify=gpu.verification:verify \
+		--speculative=gpu.speculative:speculative_generate $(ARGS)
 
 # autoregressive vs speculative on the bundled pair; writes bench-results/ (see docs/benchmarks.md)
 bench: $(VENV)/.stamp-dev

@@ -9,6 +9,14 @@ the target's row k.
 """
 
 from reference.autoregressive import generate
+from reference.batch import (
+    BatchKVCache,
+    batched_forward,
+    batched_round,
+    batched_verification_pass,
+    new_batch_cache,
+    speculative_generate_batch,
+)
 from reference.config import GPTConfig
 from reference.drafters import Draft, Drafter, ModelDrafter
 from reference.kv_cache import KVCache, catch_up_tokens
@@ -35,6 +43,7 @@ from reference.verification import (
 
 __all__ = [
     "GPT",
+    "BatchKVCache",
     "Draft",
     "Drafter",
     "GPTConfig",
@@ -48,15 +57,20 @@ __all__ = [
     "Verification",
     "acceptance_probability",
     "accepts",
+    "batched_forward",
+    "batched_round",
+    "batched_verification_pass",
     "bonus_token",
     "catch_up_tokens",
     "generate",
     "init_params",
+    "new_batch_cache",
     "probabilities",
     "residual_distribution",
     "residual_token",
     "sample_token",
     "speculative_generate",
+    "speculative_generate_batch",
     "speculative_round",
     "verification_pass",
     "verify",

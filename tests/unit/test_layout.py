@@ -7,7 +7,7 @@ import inspect
 from pathlib import Path
 
 import reference
-from reference import speculative
+from reference import batch, speculative
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "reference"
@@ -46,8 +46,9 @@ def test_the_checker_sees_a_forbidden_import(tmp_path):
 
 
 def test_the_core_holds_only_core_files():
-    """config, tokenizer, model, KV cache, sampling, verification, drafters, the loops,
-    checkpoint I/O and input checks: nothing else lives in reference/."""
+    """config, tokenizer, model, KV cache, sampling, verification, drafters, the loops
+    (one sequence, and a ragged batch), checkpoint I/O and input checks: nothing else lives
+    in reference/."""
     expected = {
         "__init__",
         "config",
@@ -58,6 +59,7 @@ def test_the_core_holds_only_core_files():
         "verification",
         "drafters",
         "speculative",
+        "batch",
         "autoregressive",
         "weights",
         "checks",
@@ -89,3 +91,32 @@ def test_every_idea_of_the_article_is_one_named_function():
     # and the round really is the loop's: speculative_generate calls it
     assert "speculative_round(" in inspect.getsource(speculative.speculative_generate)
     assert reference.speculative_round is speculative.speculative_round
+
+
+def test_the_batched_loop_names_the_same_ideas_per_row():
+    """A ragged batch (reference/batch.py) has its own temporary write, commit and rollback
+    (per-row pointers), its one verification pass for every row, and its one round, which
+    its loop really calls; it reuses the single-sequence pieces instead of copying them."""
+    named = [
+        batch.BatchKVCache.write,
+        batch.BatchKVCache.commit,
+        batch.BatchKVCache.rollback,
+        batch.batched_forward,
+        batch.batched_verification_pass,
+        batch.batched_round,
+    ]
+    for fn in named:
+        assert inspect.isfunction(fn)
+    assert "batched_round(" in inspect.getsource(batch.speculative_generate_batch)
+    assert "batched_verification_pass(" in inspect.getsource(batch.batched_round)
+    assert reference.batched_round is batch.batched_round
+    for piece in (
+        "round_draft_length",
+        "emitted_tokens",
+        "check_draft",
+        "verify_unchecked",
+        "catch_up_tokens",
+        "probabilities",
+        "SpeculativeStats",
+    ):
+        assert getattr(batch, piece).__module__ != batch.__name__, f"{piece} was redefined"

@@ -1,0 +1,70 @@
+"""specdec-lab's GPU twin: the core of `reference/` in CuPy, with the same public names.
+
+    import gpu                        # instead of `import reference`
+    target = gpu.GPT(config, params)  # the same constructor; the weights go to the device
+
+Every public name of `reference` is here with the same signature (tests/gpu checks it).
+Where the GPU changes the algorithm (where data lives, where the host waits, what is fused)
+a file of its own mirrors the reference file and says, at its top, what differs and why;
+everything that is host work (config, tokenizer, checkpoint reading, sampling parameters,
+result types, input checks) is the reference's own code, imported, not copied.
+
+Without a CUDA device the twin runs on NumPy (`gpu.backend.xp`), so CI tests the twin's
+own code paths on any machine. Randomness: every function takes the same numpy Generator as
+the reference; the twin draws its uniforms from it on the host, a round's worth at a time,
+and copies them to the device.
+"""
+
+from gpu.autoregressive import generate
+from gpu.drafters import Draft, Drafter, ModelDrafter
+from gpu.kv_cache import KVCache, catch_up_tokens
+from gpu.model import GPT, init_params
+from gpu.sampling import SamplingParams, probabilities, sample_token
+from gpu.speculative import (
+    Round,
+    RoundTrace,
+    SpeculativeResult,
+    SpeculativeStats,
+    speculative_generate,
+    speculative_round,
+    verification_pass,
+)
+from gpu.verification import (
+    Verification,
+    acceptance_probability,
+    accepts,
+    bonus_token,
+    residual_distribution,
+    residual_token,
+    verify,
+)
+from reference.config import GPTConfig
+
+__all__ = [
+    "GPT",
+    "Draft",
+    "Drafter",
+    "GPTConfig",
+    "KVCache",
+    "ModelDrafter",
+    "Round",
+    "RoundTrace",
+    "SamplingParams",
+    "SpeculativeResult",
+    "SpeculativeStats",
+    "Verification",
+    "acceptance_probability",
+    "accepts",
+    "bonus_token",
+    "catch_up_tokens",
+    "generate",
+    "init_params",
+    "probabilities",
+    "residual_distribution",
+    "residual_token",
+    "sample_token",
+    "speculative_generate",
+    "speculative_round",
+    "verification_pass",
+    "verify",
+]

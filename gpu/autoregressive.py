@@ -1,0 +1,62 @@
+"""The twin's baseline: one target step per token, the token sampled on the device.
+
+What differs from reference/autoregressive.py, and why: the processed distribution and the
+draw stay on the device (one uniform from the numpy Generator per token, copied over); the
+token itself must come back every step, since the host decides on EOS and feeds it to the
+next call: one device -> host transfer per generated token, the floor speculative decoding
+divides by the tokens per round.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpu.backend import to_device, to_host, xp
+from gpu.model import GPT, as_twin_model
+from gpu.sampling import inverse_cdf, probabilities
+from reference.autoregressive import check_eos, check_length_budget
+from reference.checks import as_token_array, check_clock, check_generator, check_positive_int
+from reference.sampling import SamplingParams, check_sampling
+
+__all__ = ["generate"]
+
+
+def generate(
+    model: GPT,
+    prompt,
+    *,
+    max_new_tokens: int,
+    rng: np.random.Generator,
+    sampling: SamplingParams = SamplingParams(),
+    eos_id: int | None = None,
+    clock=None,
+) -> list[int]:
+    # prompt [n] -> new tokens [<= max_new_tokens]; stops after emitting eos_id
+    model = as_twin_model(model)
+    prompt = as_token_array(prompt, model.n_vocab, "prompt")
+    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+    check_generator(rng)
+    check_sampling(sampling)
+    eos_id = check_eos(eos_id, model.n_vocab)
+    check_length_budget(len(prompt), max_new_tokens, model.config.n_ctx, "model")
+    clock = check_clock(clock)
+    clock.restart()
+
+    cache = model.new_cache()
+    logits = model.forward_unchecked(prompt, cache)[-1]
+    cache.commit(len(prompt))
+    clock.mark("prefill")
+    out: list[int] = []
+    while True:
+        token = inverse_cdf(probabilities(logits, sampling), rng.random())  # on the device
+        finite = xp.all(xp.isfinite(logits)).astype(np.int64)
+        token_id, ok = (int(x) for x in to_host(xp.stack([token.astype(np.int64), finite])))
+        if not ok:
+            raise ValueError("logits contains NaN or inf; it must be finite (a broken model?)")
+        out.append(token_id)
+        clock.mark("sample")
+        if token_id == eos_id or len(out) == max_new_tokens:
+            return out
+        logits = model.forward_unchecked(to_device(token.reshape(1)), cache)[-1]
+        cache.commit(1)
+        clock.mark("target")

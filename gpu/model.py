@@ -1,0 +1,125 @@
+"""The twin's GPT-2: the reference model with its weights, activations and logits on the device.
+
+What differs from reference/model.py, and why:
+* The weights are copied to the device once, at construction; the logits a forward pass
+  returns stay there (the next step that needs them, turning them into probabilities and
+  sampling, runs on the device too). Token ids may come from the host or the device.
+* Every array function is `xp`'s (CuPy on a GPU, NumPy in CI): the reference calls NumPy
+  directly, and NumPy functions cannot take device arrays.
+* GELU is one fused elementwise kernel on a GPU (`cupy.fuse`: one launch instead of ~8),
+  the plain function in NumPy mode; tests/gpu checks that both agree.
+* The causal mask is built on the device from two `arange`s, so no host array crosses over.
+The structure (blocks, residuals, cache writes, tied output) is the reference's own code:
+`GPT` here subclasses `reference.model.GPT` and replaces the four block computations, how
+the parameters are stored, and which cache it makes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gpu.backend import ON_DEVICE, to_device, xp
+from gpu.kv_cache import KVCache
+from reference import model as reference_model
+from reference.config import GPTConfig
+from reference.model import check_param_shapes, init_params
+
+__all__ = ["GPT", "init_params", "gelu", "layer_norm", "softmax", "attention", "causal_mask"]
+
+
+def gelu_plain(x):  # [...] -> [...]: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    c = np.float32(math.sqrt(2.0 / math.pi))
+    return 0.5 * x * (1.0 + xp.tanh(c * (x + 0.044715 * (x * x * x))))
+
+
+# one fused kernel on the device; the same function, unfused, in NumPy mode
+gelu = xp.fuse(gelu_plain) if ON_DEVICE else gelu_plain
+
+
+def softmax(x, axis: int = -1):  # [...] -> [...]
+    e = xp.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def layer_norm(x, g, b, eps: float):  # [T, C] -> [T, C]
+    C = x.shape[-1]
+    mean = x.sum(axis=-1, keepdims=True) / C
+    centred = x - mean
+    var = (centred * centred).sum(axis=-1, keepdims=True) / C
+    return g * centred / xp.sqrt(var + eps) + b
+
+
+def causal_mask(T: int, S: int):  # -> [T, S] bool on the device, True = may attend
+    return xp.arange(S)[None, :] <= (S - T + xp.arange(T))[:, None]
+
+
+def attention(q, k, v):  # q [nh, T, hs], k/v [nh, S, hs] -> [nh, T, hs]
+    T, S = q.shape[1], k.shape[1]
+    scores = q @ k.transpose(0, 2, 1) * np.float32(1.0 / math.sqrt(q.shape[-1]))  # [nh, T, S]
+    if T > 1:  # one new position may see every key: nothing to mask
+        scores = xp.where(causal_mask(T, S), scores, np.float32(-1e10))
+    return softmax(scores) @ v
+
+
+class GPT(reference_model.GPT):
+    """The reference GPT with its parameters on the device; same constructor, same calls."""
+
+    def __init__(self, config: GPTConfig, params: dict) -> None:
+        self.config = config
+        host = {
+            name: np.asarray(to_host_if_needed(value), np.float32) for name, value in params.items()
+        }
+        check_param_shapes(config, host)  # on the host, before anything is copied
+        self.params = {name: to_device(value) for name, value in host.items()}
+
+    def new_cache(self, capacity: int | None = None) -> KVCache:
+        cfg = self.config
+        capacity = cfg.n_ctx if capacity is None else capacity
+        if capacity > cfg.n_ctx:
+            raise ValueError(f"cache capacity {capacity} exceeds the model's n_ctx {cfg.n_ctx}")
+        return KVCache(cfg.n_layer, cfg.n_head, cfg.head_size, capacity)
+
+    def forward(self, tokens, cache: KVCache | None = None):
+        # tokens [T] (host or device) -> logits [T, V] on the device. Host tokens are
+        # checked as in the reference; device tokens come from the twin's own sampling.
+        if isinstance(tokens, np.ndarray) or not hasattr(tokens, "__cuda_array_interface__"):
+            return super().forward(tokens, cache)
+        return self.forward_unchecked(tokens, cache)
+
+    def forward_unchecked(self, tokens, cache: KVCache | None = None):
+        return super().forward_unchecked(to_device(tokens), cache)
+
+    def norm(self, x, name: str):
+        P = self.params
+        return layer_norm(x, P[name + ".weight"], P[name + ".bias"], self.config.layer_norm_epsilon)
+
+    def attend(self, q, k, v):
+        return attention(q, k, v)
+
+    def activation(self, x):
+        return gelu(x)
+
+
+def to_host_if_needed(value):
+    # a parameter given as a device array (e.g. another twin's) comes back to the host once
+    if hasattr(value, "__cuda_array_interface__"):
+        return xp.asnumpy(value)
+    return value
+
+
+_twins: dict[int, tuple[reference_model.GPT, GPT]] = {}
+
+
+def as_twin_model(model: reference_model.GPT) -> GPT:
+    """A twin GPT for a reference GPT (weights copied once and remembered), or the twin itself.
+
+    The copy is keyed by the model object, so editing a reference model's weights after
+    handing it over is not seen: hand over a new model instead."""
+    if isinstance(model, GPT) or not isinstance(model, reference_model.GPT):
+        return model
+    held = _twins.get(id(model))
+    if held is None or held[0] is not model:  # a new object that reuses a freed id
+        held = _twins[id(model)] = (model, GPT(model.config, model.params))
+    return held[1]

@@ -1,0 +1,92 @@
+"""The twin's sampling: processed distributions and draws, computed where the logits are.
+
+What differs from reference/sampling.py, and why:
+* `probabilities` runs on the device with `xp`; the same transforms (temperature, top-k,
+  top-p, greedy one-hot) in the same order, so p and q are processed alike on both sides.
+  It does not check the logits for NaN: that would be a host sync per call. The loop folds a
+  finiteness flag into its one transfer per round instead.
+* A draw is `inverse_cdf(probs, u)` with a uniform u that is already on the device: the
+  index comes back as a device scalar and the host is not asked. The public `sample_token`
+  keeps the reference's signature (a numpy Generator in, an int out), so it transfers once.
+`SamplingParams`, `GREEDY` and the parameter checks are the reference's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpu.backend import to_device, to_host, xp
+from reference.checks import check_generator
+from reference.sampling import GREEDY, SamplingParams, check_sampling
+
+__all__ = [
+    "GREEDY",
+    "SamplingParams",
+    "check_sampling",
+    "inverse_cdf",
+    "probabilities",
+    "sample_token",
+]
+
+
+def one_hot(index, n: int, dtype):  # [...] ints -> [..., n]
+    return (xp.arange(n) == index[..., None]).astype(dtype)
+
+
+def top_k_filter(z, k: int):  # [..., V] -> [..., V]
+    if k >= z.shape[-1]:
+        return z
+    kth = xp.sort(z, axis=-1)[..., -k, None]
+    return xp.where(z >= kth, z, -xp.inf)
+
+
+# ties in probability keep the reference's order (NumPy's stable sort; CuPy's sort is stable)
+STABLE = {"kind": "stable"} if xp is np else {}
+
+
+def top_p_filter(probs, top_p: float):  # [..., V] -> [..., V]
+    # keep a token while the mass of the tokens more likely than it is < top_p
+    if top_p >= 1.0:
+        return probs
+    order = xp.argsort(-probs, axis=-1, **STABLE)  # [..., V]
+    sorted_p = xp.take_along_axis(probs, order, axis=-1)
+    keep_sorted = (xp.cumsum(sorted_p, axis=-1) - sorted_p) < top_p
+    rows = xp.arange(probs.size // probs.shape[-1]).reshape(probs.shape[:-1] + (1,))
+    keep = xp.zeros(probs.shape, dtype=bool)
+    keep.reshape(-1, probs.shape[-1])[rows.reshape(-1, 1), order.reshape(-1, probs.shape[-1])] = (
+        keep_sorted.reshape(-1, probs.shape[-1])
+    )
+    kept = xp.where(keep, probs, 0)
+    return kept / kept.sum(axis=-1, keepdims=True)
+
+
+def probabilities(logits, params: SamplingParams):
+    # logits [..., V] (host or device) -> probabilities [..., V] on the device
+    z = to_device(logits)
+    if not np.issubdtype(z.dtype, np.floating):
+        z = z.astype(np.float32)
+    if params.greedy:
+        # + 0 * sum(z): NaN where a logit is NaN or inf, so the loop's finiteness flag on p
+        # sees a broken model even though argmax would have picked an id anyway
+        return one_hot(xp.argmax(z, axis=-1), z.shape[-1], z.dtype) + 0 * z.sum(-1, keepdims=True)
+    z = z - z.max(axis=-1, keepdims=True)
+    z = (z.astype(np.float64) / params.temperature).astype(z.dtype)
+    if params.top_k is not None:
+        z = top_k_filter(z, params.top_k)
+    e = xp.exp(z - z.max(axis=-1, keepdims=True))
+    probs = e / e.sum(axis=-1, keepdims=True)
+    return top_p_filter(probs, params.top_p)
+
+
+def inverse_cdf(probs, u):
+    # probs [V] on the device, u a uniform in [0, 1) -> the first id whose cumulative mass
+    # exceeds u * total, as a device scalar (an id of probability 0 is never returned)
+    cdf = xp.cumsum(probs, dtype=np.float64)
+    index = xp.searchsorted(cdf, u * cdf[-1], side="right")
+    return xp.minimum(index, probs.shape[-1] - 1)
+
+
+def sample_token(probs, rng: np.random.Generator) -> int:
+    # probs [V] -> one token id on the host: one uniform from rng, one transfer
+    check_generator(rng)
+    return int(to_host(inverse_cdf(to_device(probs), rng.random())))

@@ -1,0 +1,97 @@
+"""The twin's `verify`: the whole acceptance-rejection decision in a few device operations.
+
+What differs from reference/verification.py, and why: the reference walks the drafts in a
+Python loop, one uniform and one branch per position, which on a GPU would mean a host sync
+per position. Here every position is decided at once:
+
+    a_i      = min(1, p_i(x_i) / q_i(x_i))               for all i < k   (one gather)
+    rejected = u_i >= a_i                                with k fresh uniforms u_0..u_{k-1}
+    n        = the first rejected position, or k         (argmax over [rejected, True])
+    row      = norm(max(0, p_n - q_n)) if n < k else p_k (the residual, or the bonus row)
+    token    = inverse CDF of row at one more uniform u_k
+
+It is the same law: decisions at positions after the first rejection are computed but never
+used, and u_k is independent of u_0..u_n. `decide` returns (n, token) packed in one device
+array, so a loop brings its outcome to the host in one transfer. The uniforms come from the
+numpy Generator the caller passes (drawn on the host, copied over with the round's inputs).
+`Verification`, `acceptance_probability`, `accepts` and the input checks are the reference's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpu.backend import to_device, to_host, xp
+from gpu.sampling import inverse_cdf
+from reference.verification import (
+    ROW_SUM_ATOL,
+    Verification,
+    acceptance_probability,
+    accepts,
+    check_verify_inputs,
+)
+
+__all__ = [
+    "ROW_SUM_ATOL",
+    "Verification",
+    "acceptance_probability",
+    "accepts",
+    "bonus_token",
+    "decide",
+    "residual_distribution",
+    "residual_token",
+    "verify",
+    "verify_unchecked",
+]
+
+
+def residual_distribution(p, q):
+    # [..., V], [..., V] -> [..., V]: norm(max(0, p - q)), float64; p itself where p == q
+    p64, q64 = to_device(p).astype(np.float64), to_device(q).astype(np.float64)
+    r = xp.maximum(p64 - q64, 0.0)
+    total = r.sum(axis=-1, keepdims=True)
+    return xp.where(
+        total > 0, r / xp.where(total > 0, total, 1.0), p64 / p64.sum(-1, keepdims=True)
+    )
+
+
+def residual_token(p, q, rng: np.random.Generator) -> int:
+    # [V], [V] -> the token after a rejection (one uniform, one transfer)
+    return int(to_host(inverse_cdf(residual_distribution(p, q), rng.random())))
+
+
+def bonus_token(p_bonus, rng: np.random.Generator) -> int:
+    # [V] -> the extra token after k acceptances (one uniform, one transfer)
+    return int(to_host(inverse_cdf(to_device(p_bonus), rng.random())))
+
+
+def decide(p_target, q_draft, draft_tokens, u):
+    # p [k+1, V], q [k, V], tokens [k], u [k+1] uniforms, all on the device
+    # -> int64 [2] on the device: (accepted n, token)
+    k = draft_tokens.shape[0]
+    positions = xp.arange(k)
+    a = xp.minimum(1.0, p_target[positions, draft_tokens] / q_draft[positions, draft_tokens])
+    rejected = xp.concatenate([u[:k] >= a, xp.ones(1, dtype=bool)])  # [k+1]: a stop at k
+    n = xp.argmax(rejected)  # first rejection, or k
+    p_n = p_target[n]
+    q_n = xp.concatenate([q_draft, xp.zeros_like(p_target[:1])])[n]  # q_k = 0: p_k itself
+    token = inverse_cdf(residual_distribution(p_n, q_n), u[k])
+    return xp.stack([n, token]).astype(np.int64)
+
+
+def verify_unchecked(p_target, q_draft, draft_tokens, rng: np.random.Generator) -> Verification:
+    # `verify` without its checks: k+1 uniforms from rng, the decision, one transfer
+    tokens = to_device(draft_tokens, dtype=np.int64)
+    u = to_device(rng.random(tokens.shape[0] + 1))
+    n, token = to_host(decide(to_device(p_target), to_device(q_draft), tokens, u))
+    return Verification(int(n), int(token))
+
+
+def verify(p_target, q_draft, draft_tokens, rng: np.random.Generator) -> Verification:
+    # p_target [k+1, V], q_draft [k, V], draft_tokens [k] -> Verification(accepted, token)
+    # The checks of the reference run on host copies (a public call may take that time).
+    host = [
+        to_host(a) if hasattr(a, "__cuda_array_interface__") else a for a in (p_target, q_draft)
+    ]
+    tokens = check_verify_inputs(host[0], host[1], draft_tokens, rng)
+    return verify_unchecked(p_target, q_draft, tokens, rng)

@@ -1,0 +1,184 @@
+"""The GPU twin's benchmark: what scripts/gpu_check.sh measures on a device.
+
+    python -m lab.gpu_bench [--repeats 3] [--max-new-tokens 128] [--ks 3,5,7] [--out DIR]
+
+On the bundled pair, greedy, held-out code prompts, batch 1: tokens/s of the twin's
+autoregressive and speculative loops, device -> host transfers (host syncs) per generated
+token, the reference (CPU fast path) at the twin's best k, and transformers' assisted
+generation on the same pair on the GPU when torch sees one. Every speed is a median over
+repeats; every ratio is taken within one repeat. Without a device it runs the twin in NumPy
+mode, which exercises the script but measures nothing about a GPU (the table says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gpu.backend import backend_name, counting_transfers
+from lab.bench import held_out_code_prompts
+from lab.bundled import DRAFT_DIR, TARGET_DIR, load_bundled_pair
+from lab.fast_cpu import fast
+from reference.sampling import GREEDY
+
+
+def timed_run(fn) -> tuple[int, float, int]:
+    # fn() -> tokens; -> (tokens generated, seconds, device -> host transfers)
+    with counting_transfers() as log:
+        start = time.perf_counter()
+        tokens = fn()  # every loop ends on a transfer, so the device has finished by then
+        seconds = time.perf_counter() - start
+    return len(tokens), seconds, log.count
+
+
+def twin_rows(prompts, ks, max_new_tokens: int, repeats: int) -> dict:
+    import gpu
+
+    target_ref, draft_ref = load_bundled_pair()
+    target = gpu.GPT(target_ref.config, target_ref.params)
+    drafter = gpu.ModelDrafter(gpu.GPT(draft_ref.config, draft_ref.params))
+    kw = dict(max_new_tokens=max_new_tokens, sampling=GREEDY)
+
+    def ar(prompt):
+        return gpu.generate(target, prompt, rng=np.random.default_rng(0), **kw)
+
+    def spec(prompt, k):
+        return gpu.speculative_generate(
+            target, drafter, prompt, k=k, rng=np.random.default_rng(0), **kw
+        ).tokens
+
+    ar(prompts[0]), spec(prompts[0], ks[0])  # warm-up: kernels compile on first use
+    rows = {"ar": [], **{f"k={k}": [] for k in ks}}
+    for _ in range(repeats):
+        tally = {name: [0, 0.0, 0] for name in rows}
+        for prompt in prompts:
+            for name, fn in [("ar", lambda p=prompt: ar(p))] + [
+                (f"k={k}", lambda p=prompt, k=k: spec(p, k)) for k in ks
+            ]:
+                n, s, t = timed_run(fn)
+                tally[name] = [tally[name][0] + n, tally[name][1] + s, tally[name][2] + t]
+        for name, (n, s, t) in tally.items():
+            rows[name].append({"tokens": n, "seconds": s, "transfers": t})
+    return rows
+
+
+def reference_rate(prompts, k: int, max_new_tokens: int) -> float:
+    import reference
+
+    target, draft = (fast(m) for m in load_bundled_pair())
+    drafter = reference.ModelDrafter(draft)
+    n, s = 0, 0.0
+    for prompt in prompts:
+        start = time.perf_counter()
+        out = reference.speculative_generate(
+            target,
+            drafter,
+            prompt,
+            k=k,
+            max_new_tokens=max_new_tokens,
+            rng=np.random.default_rng(0),
+            sampling=GREEDY,
+        )
+        n, s = n + len(out.tokens), s + time.perf_counter() - start
+    return n / s
+
+
+def transformers_rate(prompts, k: int, max_new_tokens: int) -> float | None:
+    # assisted generation (greedy) on the GPU with the same pair; None without CUDA torch
+    try:
+        import torch
+        from transformers import GPT2LMHeadModel
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    target = GPT2LMHeadModel.from_pretrained(TARGET_DIR, dtype=torch.float32).cuda().eval()
+    draft = GPT2LMHeadModel.from_pretrained(DRAFT_DIR, dtype=torch.float32).cuda().eval()
+    draft.generation_config.num_assistant_tokens = k
+    draft.generation_config.num_assistant_tokens_schedule = "constant"
+    draft.generation_config.assistant_confidence_threshold = 0.0
+    n, s = 0, 0.0
+    for prompt in prompts:
+        ids = torch.tensor([prompt.tolist()], device="cuda")
+        with torch.no_grad():
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            out = target.generate(
+                ids,
+                assistant_model=draft,
+                do_sample=False,
+                max_new_tokens=max_new_tokens,
+                min_new_tokens=max_new_tokens,
+                pad_token_id=256,
+                attention_mask=torch.ones_like(ids),
+            )
+            torch.cuda.synchronize()
+        n, s = n + out.shape[1] - ids.shape[1], s + time.perf_counter() - start
+    return n / s
+
+
+def summarise(rows: dict) -> dict:
+    # name -> (median tokens/s, transfers per token, speedup over AR: median of per-repeat)
+    ar_rate = np.array([r["tokens"] / r["seconds"] for r in rows["ar"]])
+    table = {}
+    for name, runs in rows.items():
+        rate = np.array([r["tokens"] / r["seconds"] for r in runs])
+        per_token = sum(r["transfers"] for r in runs) / sum(r["tokens"] for r in runs)
+        table[name] = (float(np.median(rate)), per_token, float(np.median(rate / ar_rate)))
+    return table
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m lab.gpu_bench", description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--n-prompts", type=int, default=6)
+    parser.add_argument("--ks", default="3,5,7")
+    parser.add_argument("--out", default=os.environ.get("OUT") or None)
+    args = parser.parse_args(argv)
+    ks = [int(k) for k in args.ks.split(",")]
+    prompts = held_out_code_prompts(args.n_prompts)
+    rows = twin_rows(prompts, ks, args.max_new_tokens, args.repeats)
+    table = summarise(rows)
+    best = max(ks, key=lambda k: table[f"k={k}"][0])
+    twin_best = table[f"k={best}"][0]
+    extra = {
+        "reference (CPU fast path) tok/s at best k": reference_rate(
+            prompts, best, args.max_new_tokens
+        ),
+        "transformers assisted generation (GPU) tok/s at best k": transformers_rate(
+            prompts, best, args.max_new_tokens
+        ),
+    }
+    result = {
+        "backend": backend_name(),
+        "date": time.strftime("%Y-%m-%d"),
+        "settings": vars(args) | {"prompts": len(prompts), "sampling": "greedy", "batch": 1},
+        "runs": rows,
+        "table": table,
+        "extra": extra,
+    }
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "gpu_bench.json").write_text(json.dumps(result, indent=2))
+    print(
+        f"backend: {result['backend']}; {len(prompts)} prompts x {args.max_new_tokens} "
+        f"tokens, greedy, batch 1, medians of {args.repeats} repeats"
+    )
+    print("| loop | tokens/s | transfers / token | speedup vs AR |")
+    print("|---|---|---|---|")
+    for name, (rate, per_token, speedup) in table.items():
+        print(f"| {name} | {rate:.1f} | {per_token:.2f} | {speedup:.2f}x |")
+    for what, rate in extra.items():
+        ratio = f" (twin / it: {twin_best / rate:.2f}x)" if rate else ""
+        print(f"- {what}: {'n/a' if rate is None else f'{rate:.1f}'}{ratio}")
+    print("- batch 8 / 64: pending (the twin's ragged batch is not written yet)")
+
+
+if __name__ == "__main__":
+    main()

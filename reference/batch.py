@@ -1,0 +1,561 @@
+"""Speculative decoding of a batch of B sequences: the bookkeeping of ragged batches.
+
+The B sequences of a batch differ in everything a single run takes for granted:
+
+* their prompts have different lengths, so their caches hold different numbers of slots;
+* each round accepts a different number of drafts in each sequence, so the committed
+  lengths drift further apart every round;
+* they finish at different times (EOS, length limit), and a finished sequence stops
+  drafting while the others go on.
+
+What stays shared is the expensive part: ONE target forward per round verifies every
+unfinished sequence at once. Everything else is per sequence (per row b):
+
+    BatchKVCache            slots [B, L, nh, N, hs]; pointers length[B] and pending[B]
+    batched_forward         row b feeds its first n_new[b] tokens after its own end[b];
+                            positions and the attention mask are per row
+    batched_verification_pass   [catch-up tokens of b, drafts of b], right-padded, one pass
+    batched_round           draft (per drafter) -> one pass -> verify (per row) ->
+                            commit n[b] / roll back, per row
+    speculative_generate_batch  prefill, rounds and the stop rules of each sequence
+
+Ragged rows are right-padded to the longest one: row b of `tokens [B, T]` holds n_new[b]
+real tokens then padding. Padding is never written to a cache and never attended to, so
+each sequence's logits, cache slots and tokens are exactly what a single-sequence run
+gives (to float32 rounding): its law is the target's own, whatever the other rows do.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from reference.autoregressive import check_eos, check_length_budget
+from reference.checks import as_token_array, check_generator, check_positive_int
+from reference.drafters import Draft, Drafter
+from reference.kv_cache import KVCache, catch_up_tokens
+from reference.model import GPT, check_cache_fits, softmax
+from reference.sampling import SamplingParams, check_sampling, probabilities
+from reference.speculative import (
+    CacheSpan,
+    Round,
+    SpeculativeResult,
+    SpeculativeStats,
+    cache_span_start,
+    check_draft,
+    emitted_tokens,
+    round_draft_length,
+)
+from reference.verification import verify_unchecked
+
+# ------------------------------------------------------------------------------ the cache
+
+
+def as_row_counts(n, batch_size: int, name: str, upper: np.ndarray, where: str) -> np.ndarray:
+    # n: B ints with 0 <= n[b] <= upper[b] -> int64 [B]; the error names the first bad row
+    arr = np.asarray(n)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must hold one int per sequence, got dtype {arr.dtype}")
+    if arr.shape != (batch_size,):
+        raise ValueError(
+            f"{name} must have one count per sequence, shape ({batch_size},), got {arr.shape}"
+        )
+    bad = np.flatnonzero((arr < 0) | (arr > upper))
+    if bad.size:
+        b = int(bad[0])
+        raise ValueError(
+            f"{name}[{b}] must be in 0..{int(upper[b])} ({where} of row {b}), got {int(arr[b])}"
+        )
+    return arr.astype(np.int64)
+
+
+class BatchKVCache:
+    """B preallocated KV caches side by side, each with its own commit pointer.
+
+    Row b is a `KVCache` (reference/kv_cache.py) of its own: slots [0, length[b]) are
+    committed, [length[b], end[b]) temporary, the rest free. What makes it a batch is only
+    that one forward call writes every row at once; each row's pointers move by its own count.
+
+        commit(n)    row b keeps its first n[b] temporary slots (the rest stay temporary)
+        rollback()   every row drops its temporary slots
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        n_layer: int,
+        n_head: int,
+        head_size: int,
+        capacity: int,
+        dtype=np.float32,
+    ) -> None:
+        check_positive_int(batch_size, "batch_size")
+        if capacity < 1:
+            raise ValueError(f"BatchKVCache capacity must be >= 1, got {capacity}")
+        # [B, L, nh, N, hs]: row b, layer i is laid out exactly like a KVCache's layer i
+        shape = (batch_size, n_layer, n_head, capacity, head_size)
+        self.k = np.zeros(shape, dtype=dtype)
+        self.v = np.zeros(shape, dtype=dtype)
+        self.length = np.zeros(batch_size, dtype=np.int64)  # [B] committed slots per row
+        self.pending = np.zeros(batch_size, dtype=np.int64)  # [B] temporary slots per row
+
+    @property
+    def batch_size(self) -> int:  # B
+        return self.k.shape[0]
+
+    @property
+    def capacity(self) -> int:  # N
+        return self.k.shape[3]
+
+    @property
+    def end(self) -> np.ndarray:  # [B]: first free slot of each row, where it writes next
+        return self.length + self.pending
+
+    def check_room(self, n_new) -> None:
+        """Raise before anything is written if row b has no room for n_new[b] more slots."""
+        full = np.flatnonzero(self.end + np.asarray(n_new) > self.capacity)
+        if full.size:
+            b = int(full[0])
+            raise ValueError(
+                f"KV cache row {b} full: {self.length[b]} committed + {self.pending[b]} "
+                f"temporary + {int(np.asarray(n_new)[b])} new slots exceed its capacity of "
+                f"{self.capacity}"
+            )
+
+    def write(
+        self, layer: int, start: np.ndarray, n_new: np.ndarray, k: np.ndarray, v: np.ndarray
+    ) -> None:
+        # start [B], n_new [B], k/v [B, nh, T, hs]: row b's first n_new[b] positions go to
+        # its slots [start[b], start[b] + n_new[b]) of this layer; its padding goes nowhere
+        for b, (s, n) in enumerate(zip(start, n_new, strict=True)):
+            self.k[b, layer, :, s : s + n] = k[b, :, :n]
+            self.v[b, layer, :, s : s + n] = v[b, :, :n]
+
+    def keys(self, layer: int, stop: int) -> np.ndarray:  # -> [B, nh, stop, hs] (a view)
+        return self.k[:, layer, :, :stop]
+
+    def values(self, layer: int, stop: int) -> np.ndarray:  # -> [B, nh, stop, hs] (a view)
+        return self.v[:, layer, :, :stop]
+
+    def mark_written(self, n_new: np.ndarray) -> None:
+        """Called by the model after all layers wrote n_new[b] positions of row b."""
+        self.pending += n_new
+
+    def commit(self, n) -> None:
+        """Row b makes its first n[b] temporary slots permanent, in every layer at once.
+
+        Each row keeps its own count: the accepted prefix differs from sequence to
+        sequence. The temporary slots after them stay temporary until `rollback()`."""
+        n = as_row_counts(n, self.batch_size, "commit(n): n", self.pending, "the temporary slots")
+        self.length += n
+        self.pending -= n
+
+    def rollback(self) -> None:
+        """Every row drops its temporary slots, by moving its pointer; no data moves."""
+        self.pending[:] = 0
+
+    def reset(self) -> None:
+        """Forget every row (a new batch of prompts). O(1): the slots are overwritten later."""
+        self.length[:] = 0
+        self.pending[:] = 0
+
+    def row(self, b: int) -> KVCache:
+        """Row b as a single-sequence `KVCache`, for reading: its slots are views of this
+        batch's, its pointers a copy of row b's. `catch_up_tokens`, `committed()` and the
+        tests' comparisons with a fresh prefill then work on it unchanged; driving it
+        (commit, rollback) would not move the batch's pointers."""
+        L, nh, N, hs = self.k.shape[1:]
+        view = KVCache(L, nh, hs, capacity=1)  # its own tiny buffers are replaced just below
+        view.k, view.v = self.k[b], self.v[b]  # [L, nh, N, hs] views: no copy
+        view.length, view.pending = int(self.length[b]), int(self.pending[b])
+        return view
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchKVCache(length={self.length.tolist()}, pending={self.pending.tolist()}, "
+            f"capacity={self.capacity}, layers={self.k.shape[1]})"
+        )
+
+
+def new_batch_cache(model: GPT, batch_size: int, capacity: int | None = None) -> BatchKVCache:
+    # `model.new_cache()` for B sequences: slots sized for this model's layers and heads
+    cfg = model.config
+    capacity = cfg.n_ctx if capacity is None else capacity
+    if capacity > cfg.n_ctx:
+        raise ValueError(f"cache capacity {capacity} exceeds the model's n_ctx {cfg.n_ctx}")
+    return BatchKVCache(batch_size, cfg.n_layer, cfg.n_head, cfg.head_size, capacity)
+
+
+# ------------------------------------------------------------------------------ the forward
+
+
+def pad_right(rows: list[np.ndarray], pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    # B token lists of different lengths -> (tokens [B, T] right-padded, n_new [B]);
+    # T = the longest row (0 if every row is empty)
+    n_new = np.array([len(r) for r in rows], dtype=np.int64)
+    tokens = np.full((len(rows), int(n_new.max(initial=0))), pad_id, dtype=np.int64)
+    for b, r in enumerate(rows):
+        tokens[b, : len(r)] = r
+    return tokens, n_new
+
+
+def batch_attention_mask(start: np.ndarray, n_new: np.ndarray, T: int, S: int) -> np.ndarray:
+    # start [B], n_new [B] -> [B, T, S] bool, True = may attend.
+    # Row b's new position i sits at slot start[b] + i (causal_mask's offset, one per row);
+    # it may see key slot j iff  j <= start[b] + i  (causality)  and  j < start[b] + n_new[b]
+    # (a slot row b really wrote: its history, or one of its real new tokens). For a real
+    # position (i < n_new[b]) the first rule implies the second; the second keeps padding
+    # positions off slots their row never wrote (stale data, or another row's length), so
+    # that even the rows thrown away read nothing but this sequence.
+    j = np.arange(S)[None, None, :]
+    i = np.arange(T)[None, :, None]
+    s, n = start[:, None, None], n_new[:, None, None]
+    return (j <= s + i) & (j < s + n)
+
+
+def split_heads_batch(x: np.ndarray, n_head: int) -> np.ndarray:  # [B, T, C] -> [B, nh, T, hs]
+    B, T, C = x.shape
+    return x.reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3)
+
+
+def merge_heads_batch(x: np.ndarray) -> np.ndarray:  # [B, nh, T, hs] -> [B, T, C]
+    B, nh, T, hs = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, T, nh * hs)
+
+
+def batched_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    # q [B, nh, T, hs], k/v [B, nh, S, hs], mask [B, T, S] -> [B, nh, T, hs]:
+    # softmax(q k^T / sqrt(hs) + mask_b) v, one mask per sequence shared by its heads.
+    # A masked key gets exp(-1e10 - max) = 0 exactly: extra slots of the longest row
+    # change nothing in a shorter one.
+    scores = q @ k.transpose(0, 1, 3, 2) / np.float32(math.sqrt(q.shape[-1]))  # [B, nh, T, S]
+    scores = np.where(mask[:, None], scores, np.float32(-1e10))
+    return softmax(scores) @ v
+
+
+def batched_attention_block(
+    model: GPT,
+    x: np.ndarray,
+    layer: int,
+    cache: BatchKVCache,
+    start: np.ndarray,
+    n_new: np.ndarray,
+    mask: np.ndarray,
+) -> np.ndarray:
+    # x [B, T, C] -> [B, T, C]: multi-head self-attention of every row over its own slots
+    B, T, C = x.shape
+    h = f"h.{layer}.attn."
+    qkv = model.linear(x.reshape(B * T, C), h + "c_attn").reshape(B, T, 3 * C)
+    q, k, v = (
+        split_heads_batch(qkv[..., j * C : (j + 1) * C], model.config.n_head) for j in range(3)
+    )  # [B, nh, T, hs]
+    cache.write(layer, start, n_new, k, v)  # temporary writes, real positions only
+    S = mask.shape[-1]
+    out = batched_attention(q, cache.keys(layer, S), cache.values(layer, S), mask)
+    return model.linear(merge_heads_batch(out).reshape(B * T, C), h + "c_proj").reshape(B, T, C)
+
+
+def batched_block(
+    model: GPT,
+    x: np.ndarray,
+    layer: int,
+    cache: BatchKVCache,
+    start: np.ndarray,
+    n_new: np.ndarray,
+    mask: np.ndarray,
+) -> np.ndarray:
+    # [B, T, C] -> [B, T, C]: GPT.block for a batch. Norms, linears and the activation act
+    # on each position alone, so the model's own methods run on the B*T positions as rows
+    # of one [B*T, C] array; only attention needs to know which row is which.
+    B, T, C = x.shape
+    h = f"h.{layer}."
+    a = model.norm(x.reshape(B * T, C), h + "ln_1").reshape(B, T, C)
+    x = x + batched_attention_block(model, a, layer, cache, start, n_new, mask)
+    rows = x.reshape(B * T, C)
+    m = model.activation(model.linear(model.norm(rows, h + "ln_2"), h + "mlp.c_fc"))
+    return x + model.linear(m, h + "mlp.c_proj").reshape(B, T, C)
+
+
+def batched_forward(model: GPT, tokens, n_new, cache: BatchKVCache) -> np.ndarray:
+    """tokens [B, T] right-padded, n_new [B] -> logits [B, T, V]; row b, position i < n_new[b]
+    is what `model.forward(tokens[b, :n_new[b]], row b's cache)` gives at position i.
+
+    Row b continues after its own last written slot, cache.end[b], and its K/V become
+    temporary entries of row b. Padding (positions i >= n_new[b]; any int, it is not read)
+    writes nothing and its logits are NaN, so that reading one by mistake fails loudly.
+    n_new[b] = 0 is allowed: a finished sequence rides along untouched. Every check runs
+    before anything is written."""
+    if not isinstance(cache, BatchKVCache):
+        raise TypeError(
+            f"cache must be a BatchKVCache (new_batch_cache(model, B)), got {type(cache).__name__}"
+        )
+    cfg = model.config
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2:
+        raise ValueError(
+            f"tokens must be 2-D [B, T] (one right-padded row per sequence), "
+            f"got shape {tokens.shape}"
+        )
+    if tokens.dtype == bool or not np.issubdtype(tokens.dtype, np.integer):
+        raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
+    B, T = tokens.shape
+    if B != cache.batch_size:
+        raise ValueError(f"tokens has {B} rows but the cache holds {cache.batch_size} sequences")
+    n_new = as_row_counts(n_new, B, "n_new", np.full(B, T), "the columns of tokens")
+    for b in range(B):  # only the real tokens are token ids; padding is never read
+        as_token_array(tokens[b, : n_new[b]], cfg.n_vocab, f"tokens[{b}]", allow_empty=True)
+    too_long = np.flatnonzero(cache.end + n_new > cfg.n_ctx)
+    if too_long.size:
+        b = int(too_long[0])
+        raise ValueError(
+            f"sequence {b} too long: {cache.end[b]} cached + {n_new[b]} new "
+            f"positions exceed n_ctx={cfg.n_ctx}"
+        )
+    check_cache_fits(cache.row(0), cfg)
+    cache.check_room(n_new)
+    return batched_forward_unchecked(model, tokens.astype(np.int64), n_new, cache)
+
+
+def batched_forward_unchecked(
+    model: GPT, tokens: np.ndarray, n_new: np.ndarray, cache: BatchKVCache
+) -> np.ndarray:
+    # tokens [B, T] int64, n_new [B] int64 -> logits [B, T, V]: `batched_forward` without
+    # its checks, for the batched loop, whose entry point checked what it feeds.
+    P, V = model.params, model.n_vocab
+    B, T = tokens.shape
+    start = cache.end  # [B] (a new array: the pointers move only in mark_written)
+    S = int((start + n_new).max(initial=0))  # slots any row attends to: the longest history
+    logits = np.full((B, T, V), np.nan, dtype=np.float32)
+    if S == 0:
+        return logits  # nothing cached, nothing new: no row has anything to compute
+    real = np.arange(T)[None, :] < n_new[:, None]  # [B, T]
+    # x = wte[token] + wpe[position], position = start[b] + i: each row counts from its own
+    # history. Padding reads id 0 at position 0 (always in range), and is discarded.
+    positions = np.where(real, start[:, None] + np.arange(T)[None, :], 0)
+    x = P["wte.weight"][np.where(real, tokens, 0)] + P["wpe.weight"][positions]  # [B, T, C]
+    mask = batch_attention_mask(start, n_new, T, S)
+    for layer in range(model.config.n_layer):
+        x = batched_block(model, x, layer, cache, start, n_new, mask)
+    C = x.shape[-1]
+    x = model.norm(x.reshape(B * T, C), "ln_f")
+    cache.mark_written(n_new)
+    out = (x @ P["wte.weight"].T).reshape(B, T, V)  # tied output embedding
+    logits[real] = out[real]
+    return logits
+
+
+# ------------------------------------------------------------------------------ one round
+
+
+def batched_verification_pass(
+    target: GPT,
+    cache: BatchKVCache,
+    contexts: list[np.ndarray],
+    drafts: list[Draft | None],
+    sampling: SamplingParams,
+) -> tuple[list[np.ndarray | None], list[int]]:
+    # -> (p[b] [k_b+1, V] or None, catch-up tokens fed per row). ONE target forward over
+    # [catch-up tokens of b, x_1..x_{k_b} of b] for every row with a draft (ragged: k_b and
+    # the catch-up differ), none for a finished row (drafts[b] None: n_new[b] = 0). Row b's
+    # last k_b + 1 real rows score its drafts and its bonus position, as in
+    # `verification_pass`.
+    rows, n_catch_up = [], []
+    for b, draft in enumerate(drafts):
+        if draft is None:
+            rows.append(np.zeros(0, dtype=np.int64))
+            n_catch_up.append(0)
+            continue
+        new = catch_up_tokens(cache.row(b), contexts[b])
+        rows.append(np.concatenate([new, draft.tokens]))
+        n_catch_up.append(len(new))
+    tokens, n_new = pad_right(rows)
+    logits = batched_forward_unchecked(target, tokens, n_new, cache)  # [B, T, V]
+    p: list[np.ndarray | None] = []
+    for b, draft in enumerate(drafts):
+        if draft is None:
+            p.append(None)
+            continue
+        k_b, n_b = len(draft.tokens), int(n_new[b])
+        p.append(probabilities(logits[b, n_b - (k_b + 1) : n_b], sampling))
+    return p, n_catch_up
+
+
+def batched_round(
+    target: GPT,
+    cache: BatchKVCache,
+    drafters: list[Drafter],
+    contexts: list[np.ndarray],
+    k_rounds: list[int | None],
+    sampling: SamplingParams,
+    rng: np.random.Generator,
+) -> list[Round | None]:
+    # contexts[b] [n_b] committed tokens of sequence b; k_rounds[b] its draft length this
+    # round, or None for a finished sequence -> one Round per sequence (None: finished).
+    # `speculative_round` for B sequences at once:
+    #   1. draft            drafters[b].propose, for b = 0..B-1 in order
+    #   2. one pass         batched_verification_pass: every row verified in ONE forward
+    #   3. verify           verify_unchecked on row b, for b = 0..B-1 in order
+    #   4. commit/rollback  target row b keeps its catch-up + accepted drafts, drafter b
+    #                       its own; then every row drops the rest
+    # The rng is read in exactly that order, so a batch is reproducible from its seed.
+    B = len(drafters)
+    draft_caches = [getattr(d, "cache", None) for d in drafters]
+    t_before = cache.length.copy()
+    d_before = [cache_span_start(c)[0] for c in draft_caches]
+
+    drafts: list[Draft | None] = [None] * B
+    for b in range(B):  # 1. draft, sequence by sequence
+        if k_rounds[b] is not None:
+            drafts[b] = drafters[b].propose(contexts[b], k_rounds[b], sampling, rng)
+            check_draft(drafts[b], k_rounds[b], target.n_vocab)
+    p, n_catch_up = batched_verification_pass(target, cache, contexts, drafts, sampling)  # 2.
+    t_written = cache.end
+    d_written = [cache_span_start(c)[1] for c in draft_caches]
+
+    verifications = [None] * B
+    keep = np.zeros(B, dtype=np.int64)
+    for b in range(B):  # 3. verify, sequence by sequence
+        if drafts[b] is not None:
+            verifications[b] = verify_unchecked(p[b], drafts[b].q, drafts[b].tokens, rng)
+            keep[b] = n_catch_up[b] + verifications[b].accepted
+
+    cache.commit(keep)  # 4. row b keeps its catch-up tokens and its accepted drafts
+    cache.rollback()  # ... and every row drops its rejected drafts' slots
+    rounds: list[Round | None] = [None] * B
+    for b in range(B):
+        if drafts[b] is None:
+            continue
+        drafters[b].commit(verifications[b].accepted)
+        drafters[b].rollback()
+        dc = draft_caches[b]
+        rounds[b] = Round(
+            draft=drafts[b],
+            p=p[b],
+            verification=verifications[b],
+            n_catch_up=n_catch_up[b],
+            target_cache=CacheSpan(int(t_before[b]), int(t_written[b]), int(cache.length[b])),
+            draft_cache=CacheSpan(d_before[b], d_written[b], dc.length) if dc else None,
+        )
+    return rounds
+
+
+# ------------------------------------------------------------------------------ the loop
+
+
+def batched_prefill(
+    target: GPT, cache: BatchKVCache, drafters: list[Drafter], prompts: list[np.ndarray]
+) -> None:
+    # `prefill` for B prompts: one ragged target pass caches every prompt but its last token
+    # (a one-token prompt feeds nothing: n_new[b] = 0); each drafter prefills its own.
+    tokens, n_new = pad_right([prompt[:-1] for prompt in prompts])
+    batched_forward_unchecked(target, tokens, n_new, cache)
+    cache.commit(n_new)
+    for drafter, prompt in zip(drafters, prompts, strict=True):
+        drafter.reset()
+        drafter.prefill(prompt[:-1])
+
+
+def check_batch(target: GPT, drafters, prompts, max_new_tokens: int) -> list[np.ndarray]:
+    # The batch's own checks, naming the sequence at fault -> the prompts as int64 arrays
+    if isinstance(prompts, (str, bytes)) or not hasattr(prompts, "__len__"):
+        raise TypeError(
+            f"prompts must be a list of token lists (one per sequence), got "
+            f"{type(prompts).__name__}"
+        )
+    if len(prompts) == 0:
+        raise ValueError("prompts must hold at least one prompt")
+    prompts = [as_token_array(p, target.n_vocab, f"prompts[{b}]") for b, p in enumerate(prompts)]
+    if isinstance(drafters, (str, bytes)) or not hasattr(drafters, "__len__"):
+        raise TypeError(
+            f"drafters must be a list with one drafter per prompt, got {type(drafters).__name__}"
+        )
+    if len(drafters) != len(prompts):
+        raise ValueError(
+            f"one drafter per prompt: got {len(drafters)} drafters for {len(prompts)} prompts"
+        )
+    seen: dict[int, int] = {}
+    for b, drafter in enumerate(drafters):
+        if id(drafter) in seen:
+            raise ValueError(
+                f"drafters[{b}] is the same object as drafters[{seen[id(drafter)]}]; a drafter "
+                f"holds one sequence's state, so give each prompt its own, e.g. "
+                f"[ModelDrafter(draft) for _ in prompts]"
+            )
+        seen[id(drafter)] = b
+        if drafter.n_vocab != target.n_vocab:
+            raise ValueError(
+                f"draft and target must share one vocabulary: target has {target.n_vocab} "
+                f"ids, drafters[{b}] has {drafter.n_vocab}"
+            )
+    for b, prompt in enumerate(prompts):
+        check_length_budget(
+            len(prompt), max_new_tokens, target.config.n_ctx, f"target (prompts[{b}])"
+        )
+        check_length_budget(len(prompt), max_new_tokens, drafters[b].n_ctx, f"drafters[{b}]")
+    return prompts
+
+
+def speculative_generate_batch(
+    target: GPT,
+    drafters: list[Drafter],
+    prompts,
+    *,
+    k: int,
+    max_new_tokens: int,
+    rng: np.random.Generator,
+    sampling: SamplingParams = SamplingParams(),
+    eos_id: int | None = None,
+) -> list[SpeculativeResult]:
+    """`speculative_generate` for B prompts at once: one result per prompt, in order.
+
+    drafters[b] drafts for prompts[b] (one drafter per sequence: a drafter holds one
+    sequence's state, e.g. ``[ModelDrafter(draft) for _ in prompts]``). Each round, every
+    unfinished sequence drafts k_b = min(k, remaining_b - 1) tokens with its own drafter,
+    then ONE target pass verifies them all (`batched_round`). Each sequence stops on its
+    own, after an emitted eos_id or at max_new_tokens; its statistics are its own.
+
+    Randomness: the single generator `rng` is read in a fixed order each round: the drafts
+    of sequences 0, 1, ..., B-1 (unfinished ones only), then their verifications in the
+    same order. With one prompt this is exactly `speculative_generate`'s order, so a batch
+    of one reproduces it token for token from the same seed. Each sequence's tokens follow
+    the target's own law for its prompt, and sequences are independent of each other.
+    """
+    k = check_positive_int(k, "k")
+    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+    check_generator(rng)
+    check_sampling(sampling)
+    eos_id = check_eos(eos_id, target.n_vocab)
+    prompts = check_batch(target, drafters, prompts, max_new_tokens)  # before any reset
+
+    B = len(prompts)
+    cache = new_batch_cache(target, B)
+    batched_prefill(target, cache, drafters, prompts)
+    contexts = [prompt.copy() for prompt in prompts]
+    outs: list[list[int]] = [[] for _ in range(B)]
+    stats = [SpeculativeStats(k=k) for _ in range(B)]
+
+    while not all(s.stop_reason for s in stats):
+        # a finished sequence (stop reason set) drafts nothing and feeds nothing: None
+        k_rounds = [
+            None if stats[b].stop_reason else round_draft_length(k, max_new_tokens - len(outs[b]))
+            for b in range(B)
+        ]
+        rounds = batched_round(target, cache, drafters, contexts, k_rounds, sampling, rng)
+        for b, rnd in enumerate(rounds):
+            if rnd is None:
+                continue
+            emitted = emitted_tokens(
+                rnd.verification, rnd.draft, eos_id, max_new_tokens - len(outs[b])
+            )
+            stats[b].record(rnd.k, rnd.verification.accepted)
+            outs[b].extend(emitted)
+            contexts[b] = np.concatenate([contexts[b], np.asarray(emitted, dtype=np.int64)])
+            if eos_id is not None and emitted and emitted[-1] == eos_id:
+                stats[b].stop_reason = "eos"
+            elif len(outs[b]) >= max_new_tokens:
+                stats[b].stop_reason = "length"
+
+    for b in range(B):
+        stats[b].emitted = len(outs[b])
+    return [SpeculativeResult(tokens=outs[b], stats=stats[b]) for b in range(B)]
