@@ -38,7 +38,8 @@ oracle: $(VENV)/.stamp-oracle
 # the same oracle grading the twin's verify and loop
 oracle-gpu: $(VENV)/.stamp-oracle
 	$(PY) -m pytest -m distribution --verify=gpu.verification:verify \
-		--speculative=gpu.speculative:speculative_generate $(ARGS)
+		--speculative=gpu.speculative:speculative_generate \
+		--batch=gpu.batch:speculative_generate_batch $(ARGS)
 
 # autoregressive vs speculative on the bundled pair; writes bench-results/ (see docs/benchmarks.md)
 bench: $(VENV)/.stamp-dev

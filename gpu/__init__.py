@@ -16,6 +16,14 @@ and copies them to the device.
 """
 
 from gpu.autoregressive import generate
+from gpu.batch import (
+    BatchKVCache,
+    batched_forward,
+    batched_round,
+    batched_verification_pass,
+    new_batch_cache,
+    speculative_generate_batch,
+)
 from gpu.drafters import Draft, Drafter, ModelDrafter
 from gpu.kv_cache import KVCache, catch_up_tokens
 from gpu.model import GPT, init_params
@@ -41,6 +49,7 @@ from gpu.verification import (
 from reference.config import GPTConfig
 
 __all__ = [
+    "BatchKVCache",
     "GPT",
     "Draft",
     "Drafter",
@@ -55,15 +64,20 @@ __all__ = [
     "Verification",
     "acceptance_probability",
     "accepts",
+    "batched_forward",
+    "batched_round",
+    "batched_verification_pass",
     "bonus_token",
     "catch_up_tokens",
     "generate",
     "init_params",
+    "new_batch_cache",
     "probabilities",
     "residual_distribution",
     "residual_token",
     "sample_token",
     "speculative_generate",
+    "speculative_generate_batch",
     "speculative_round",
     "verification_pass",
     "verify",

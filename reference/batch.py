@@ -286,6 +286,15 @@ def batched_forward(model: GPT, tokens, n_new, cache: BatchKVCache) -> np.ndarra
     writes nothing and its logits are NaN, so that reading one by mistake fails loudly.
     n_new[b] = 0 is allowed: a finished sequence rides along untouched. Every check runs
     before anything is written."""
+    tokens, n_new = check_batched_forward(model, tokens, n_new, cache)
+    return batched_forward_unchecked(model, tokens, n_new, cache)
+
+
+def check_batched_forward(
+    model: GPT, tokens, n_new, cache: BatchKVCache
+) -> tuple[np.ndarray, np.ndarray]:
+    # the checks of `batched_forward` -> (tokens [B, T] int64, n_new [B] int64); nothing
+    # is written, and a refused call leaves every row of the cache as it was
     if not isinstance(cache, BatchKVCache):
         raise TypeError(
             f"cache must be a BatchKVCache (new_batch_cache(model, B)), got {type(cache).__name__}"
@@ -314,7 +323,7 @@ def batched_forward(model: GPT, tokens, n_new, cache: BatchKVCache) -> np.ndarra
         )
     check_cache_fits(cache.row(0), cfg)
     cache.check_room(n_new)
-    return batched_forward_unchecked(model, tokens.astype(np.int64), n_new, cache)
+    return tokens.astype(np.int64), n_new
 
 
 def batched_forward_unchecked(

@@ -6,6 +6,7 @@ default. Two options make it grade another implementation with the same contract
     pytest -m distribution --verify=my_verify.py:verify
     pytest -m distribution --verify=mypkg.core:verify
     pytest -m distribution --speculative=mypkg.loop:speculative_generate
+    pytest -m distribution --batch=mypkg.loop:speculative_generate_batch
 
 --verify        verify(p_target [k+1, V], q_draft [k, V], draft_tokens [k], rng) returning an
                 object with .accepted and .token, or a tuple (accepted, token)
@@ -32,6 +33,7 @@ import pytest
 PLUGIN_OPTIONS = {
     "verify": "reference.verification:verify",
     "speculative": "reference.speculative:speculative_generate",
+    "batch": "reference.batch:speculative_generate_batch",
 }
 _LOADED = pytest.StashKey[dict]()
 
@@ -45,6 +47,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="MODULE:FUNCTION",
         help="grade another verify(p_target, q_draft, draft_tokens, rng) -> (accepted, token); "
         "MODULE is a dotted module name or a path/to/file.py (default: the reference)",
+    )
+    group.addoption(
+        "--batch",
+        action="store",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="grade another speculative_generate_batch with the reference's signature "
+        "(tests/distribution/test_batch_law.py; default: the reference)",
     )
     group.addoption(
         "--speculative",
@@ -170,6 +180,16 @@ def speculative_impl(oracle_plugins) -> Callable:
     from reference.speculative import speculative_generate
 
     return speculative_generate
+
+
+@pytest.fixture(scope="session")
+def batch_impl(oracle_plugins) -> Callable:
+    """The batched loop under test: --batch's function, or the reference's."""
+    if "batch" in oracle_plugins:
+        return oracle_plugins["batch"]
+    from reference.batch import speculative_generate_batch
+
+    return speculative_generate_batch
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from reference import ModelDrafter, SamplingParams, speculative_generate_batch
+from reference import ModelDrafter, SamplingParams
 
 from .cases import DRAFT, TARGET
 from .oracle import ALPHA, LoopSetup, chi_square_test, holm, loop_laws, marginal
@@ -73,14 +73,14 @@ def product(*laws: dict) -> dict:
     return out
 
 
-def sample_batches(n: int, seed: int) -> list[tuple]:
+def sample_batches(generate_batch, n: int, seed: int) -> list[tuple]:
     # -> n samples of ((tokens_0, accepted per round_0), (tokens_1, ...), (tokens_2, ...))
     rng = np.random.default_rng(seed)
     target = SETUPS[0].target_model()
     drafters = [ModelDrafter(SETUPS[0].draft_model()) for _ in PROMPTS]  # reset each run
     samples = []
     for _ in range(n):
-        results = speculative_generate_batch(
+        results = generate_batch(
             target,
             drafters,
             [list(p) for p in PROMPTS],
@@ -95,8 +95,8 @@ def sample_batches(n: int, seed: int) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def batch_results():
-    samples = sample_batches(RUNS, SEED)
+def batch_results(batch_impl):
+    samples = sample_batches(batch_impl, RUNS, SEED)
     laws = [loop_laws(setup) for setup in SETUPS]
     results = {}
     for b, law in enumerate(laws):

@@ -25,29 +25,14 @@ def public_methods(cls) -> dict[str, list[tuple]]:
     }
 
 
-# Core names the twin does not mirror yet (issue 9: the ragged batch on the device). Listed,
-# not skipped: adding a twin means removing its name here, and a new core name without a
-# twin fails the test below.
-NOT_YET_TWINNED = {
-    "BatchKVCache",
-    "batched_forward",
-    "batched_round",
-    "batched_verification_pass",
-    "new_batch_cache",
-    "speculative_generate_batch",
-}
-TWINNED = [name for name in reference.__all__ if name not in NOT_YET_TWINNED]
-
-
 def test_the_twin_exports_every_public_name_of_the_core():
-    assert set(reference.__all__) - set(gpu.__all__) == NOT_YET_TWINNED
-    assert set(gpu.__all__) <= set(reference.__all__)
+    assert sorted(gpu.__all__) == sorted(reference.__all__)
 
 
 def test_every_function_and_method_has_the_cores_signature():
     """Functions: the same parameters, kinds and defaults; classes: the same public methods
     with the same signatures (a twin class may be the reference's own)."""
-    for name in TWINNED:
+    for name in reference.__all__:
         ours, theirs = getattr(gpu, name), getattr(reference, name)
         if inspect.isclass(theirs):
             assert inspect.isclass(ours), name

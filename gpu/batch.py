@@ -1,0 +1,334 @@
+"""The twin's ragged batch: B sequences per round, one target pass, one transfer back.
+
+What differs from reference/batch.py, and why:
+* The slots, the padded [B, T] inputs, the masks and every row's p and q live on the device;
+  the per-row pointers (length[B], pending[B]) stay on the host, as in the single-sequence
+  twin: the host learns each row's accepted count from the round's transfer anyway.
+* ONE device -> host transfer per batched round, not one per sequence: every row's
+  (accepted n, token, drafts padded to the longest, rows finite) is packed into one int64
+  array [B, 3 + k]. A row that has finished rides along with n_new = 0 and sends nothing.
+* Each row's `decide` (gpu/verification.py) runs on the device with its k_b + 1 uniforms,
+  drawn from the numpy Generator in the reference's order: every row's drafts (b = 0..B-1),
+  then every row's verification. Greedy batches equal the reference's token for token.
+* The mask is built on the device from `arange`s; cache writes go row by row (B small
+  copies per layer; a scatter kernel would make it one, not done here).
+The bookkeeping (prefill, stop rules, statistics), the input checks and the result types are
+the reference's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gpu.backend import to_device, to_host, xp
+from gpu.drafters import ModelDrafter, as_twin_drafter
+from gpu.model import GPT, as_twin_model, softmax
+from gpu.sampling import probabilities
+from gpu.speculative import check_rows_finite
+from gpu.verification import decide
+from reference import batch as reference_batch
+from reference.autoregressive import check_eos
+from reference.batch import (
+    check_batch,
+    check_batched_forward,
+    merge_heads_batch,
+    pad_right,
+    split_heads_batch,
+)
+from reference.checks import check_generator, check_positive_int
+from reference.drafters import Draft, Drafter
+from reference.kv_cache import catch_up_tokens
+from reference.sampling import SamplingParams, check_sampling
+from reference.speculative import (
+    CacheSpan,
+    Round,
+    SpeculativeResult,
+    SpeculativeStats,
+    cache_span_start,
+    check_draft,
+    emitted_tokens,
+    round_draft_length,
+)
+from reference.verification import Verification
+
+__all__ = [
+    "BatchKVCache",
+    "batched_forward",
+    "batched_round",
+    "batched_verification_pass",
+    "new_batch_cache",
+    "speculative_generate_batch",
+]
+
+
+class BatchKVCache(reference_batch.BatchKVCache):
+    """The reference's BatchKVCache with its slots [B, L, nh, N, hs] in device memory."""
+
+    def __init__(
+        self,
+        batch_size: int,
+        n_layer: int,
+        n_head: int,
+        head_size: int,
+        capacity: int,
+        dtype=np.float32,
+    ) -> None:
+        super().__init__(batch_size, n_layer, n_head, head_size, 1, dtype)  # checks, pointers
+        if capacity < 1:
+            raise ValueError(f"BatchKVCache capacity must be >= 1, got {capacity}")
+        shape = (batch_size, n_layer, n_head, capacity, head_size)
+        self.k = xp.zeros(shape, dtype=dtype)
+        self.v = xp.zeros(shape, dtype=dtype)
+
+    def write(self, layer: int, start, n_new, k, v) -> None:
+        # start [B], n_new [B] on the host; k/v [B, nh, T, hs] on the device
+        for b, (s, n) in enumerate(zip(start.tolist(), n_new.tolist(), strict=True)):
+            if n:
+                self.k[b, layer, :, s : s + n] = k[b, :, :n]
+                self.v[b, layer, :, s : s + n] = v[b, :, :n]
+
+
+def new_batch_cache(model: GPT, batch_size: int, capacity: int | None = None) -> BatchKVCache:
+    cfg = model.config
+    capacity = cfg.n_ctx if capacity is None else capacity
+    if capacity > cfg.n_ctx:
+        raise ValueError(f"cache capacity {capacity} exceeds the model's n_ctx {cfg.n_ctx}")
+    return BatchKVCache(batch_size, cfg.n_layer, cfg.n_head, cfg.head_size, capacity)
+
+
+def batch_attention_mask(start: np.ndarray, n_new: np.ndarray, T: int, S: int):
+    # start [B], n_new [B] (host) -> [B, T, S] bool on the device: the reference's rule
+    j = xp.arange(S)[None, None, :]
+    i = xp.arange(T)[None, :, None]
+    s, n = to_device(start)[:, None, None], to_device(n_new)[:, None, None]
+    return (j <= s + i) & (j < s + n)
+
+
+def batched_attention(q, k, v, mask):
+    # q [B, nh, T, hs], k/v [B, nh, S, hs], mask [B, T, S] -> [B, nh, T, hs]
+    scores = q @ k.transpose(0, 1, 3, 2) * np.float32(1.0 / math.sqrt(q.shape[-1]))
+    scores = xp.where(mask[:, None], scores, np.float32(-1e10))
+    return softmax(scores) @ v
+
+
+def batched_block(model: GPT, x, layer: int, cache: BatchKVCache, start, n_new, mask):
+    # [B, T, C] -> [B, T, C]: the reference's batched block, with the device attention
+    B, T, C = x.shape
+    h = f"h.{layer}."
+    a = model.norm(x.reshape(B * T, C), h + "ln_1")
+    qkv = model.linear(a, h + "attn.c_attn").reshape(B, T, 3 * C)
+    q, kk, vv = (
+        split_heads_batch(qkv[..., j * C : (j + 1) * C], model.config.n_head) for j in range(3)
+    )
+    cache.write(layer, start, n_new, kk, vv)
+    S = mask.shape[-1]
+    out = batched_attention(q, cache.keys(layer, S), cache.values(layer, S), mask)
+    x = x + model.linear(merge_heads_batch(out).reshape(B * T, C), h + "attn.c_proj").reshape(
+        B, T, C
+    )
+    rows = x.reshape(B * T, C)
+    m = model.activation(model.linear(model.norm(rows, h + "ln_2"), h + "mlp.c_fc"))
+    return x + model.linear(m, h + "mlp.c_proj").reshape(B, T, C)
+
+
+def batched_forward_unchecked(model: GPT, tokens, n_new: np.ndarray, cache: BatchKVCache):
+    # tokens [B, T] (device), n_new [B] (host) -> logits [B, T, V] on the device; padding
+    # rows are NaN as in the reference
+    P, V = model.params, model.n_vocab
+    B, T = tokens.shape
+    start = cache.end
+    S = int((start + n_new).max(initial=0))
+    logits = xp.full((B, T, V), np.nan, dtype=np.float32)
+    if S == 0:
+        return logits
+    real = xp.arange(T)[None, :] < to_device(n_new)[:, None]  # [B, T]
+    positions = xp.where(real, to_device(start)[:, None] + xp.arange(T)[None, :], 0)
+    x = P["wte.weight"][xp.where(real, tokens, 0)] + P["wpe.weight"][positions]
+    mask = batch_attention_mask(start, n_new, T, S)
+    for layer in range(model.config.n_layer):
+        x = batched_block(model, x, layer, cache, start, n_new, mask)
+    C = x.shape[-1]
+    x = model.norm(x.reshape(B * T, C), "ln_f")
+    cache.mark_written(n_new)
+    out = (x @ P["wte.weight"].T).reshape(B, T, V)
+    return xp.where(real[..., None], out, logits)
+
+
+def batched_forward(model: GPT, tokens, n_new, cache: BatchKVCache):
+    """tokens [B, T] right-padded (host), n_new [B] -> logits [B, T, V] on the device: the
+    reference's `batched_forward`, with the reference's checks, run on the device."""
+    model = as_twin_model(model)
+    if not isinstance(cache, BatchKVCache):
+        raise TypeError(
+            f"cache must be the twin's BatchKVCache (gpu.new_batch_cache(model, B)), got "
+            f"{type(cache).__name__}"
+        )
+    tokens, n_new = check_batched_forward(model, tokens, n_new, cache)
+    return batched_forward_unchecked(model, to_device(tokens), n_new, cache)
+
+
+def batched_verification_pass(target: GPT, cache: BatchKVCache, contexts, drafts, sampling):
+    # -> (p[b] [k_b + 1, V] on the device or None, catch-up tokens fed per row)
+    B = len(drafts)
+    rows, n_catch_up = [], []
+    for b, draft in enumerate(drafts):
+        if draft is None:
+            rows.append(None)
+            n_catch_up.append(0)
+            continue
+        new = to_device(catch_up_tokens(cache.row(b), contexts[b]), dtype=np.int64)
+        rows.append(xp.concatenate([new, draft.tokens]))
+        n_catch_up.append(int(new.shape[0]))
+    n_new = np.array([0 if r is None else int(r.shape[0]) for r in rows], dtype=np.int64)
+    tokens = xp.zeros((B, int(n_new.max(initial=0))), dtype=np.int64)
+    for b, r in enumerate(rows):
+        if r is not None:
+            tokens[b, : n_new[b]] = r
+    logits = batched_forward_unchecked(target, tokens, n_new, cache)
+    p = []
+    for b, draft in enumerate(drafts):
+        if draft is None:
+            p.append(None)
+            continue
+        k_b, n_b = int(draft.tokens.shape[0]), int(n_new[b])
+        p.append(probabilities(logits[b, n_b - (k_b + 1) : n_b], sampling))
+    return p, n_catch_up
+
+
+def device_draft(drafter: Drafter, context, k: int, sampling, rng, n_vocab: int) -> Draft:
+    draft = drafter.propose(context, k, sampling, rng)
+    if isinstance(drafter, ModelDrafter):
+        return draft
+    check_draft(draft, k, n_vocab)
+    return Draft(to_device(draft.tokens, dtype=np.int64), to_device(draft.q))
+
+
+def batched_round(
+    target: GPT,
+    cache: BatchKVCache,
+    drafters: list[Drafter],
+    contexts: list[np.ndarray],
+    k_rounds: list[int | None],
+    sampling: SamplingParams,
+    rng: np.random.Generator,
+) -> list[Round | None]:
+    # the reference's batched round; its verifications come back in ONE transfer
+    B = len(drafters)
+    draft_caches = [getattr(d, "cache", None) for d in drafters]
+    t_before = cache.length.copy()
+    d_before = [cache_span_start(c)[0] for c in draft_caches]
+
+    drafts: list[Draft | None] = [None] * B
+    for b in range(B):  # 1. draft, sequence by sequence
+        if k_rounds[b] is not None:
+            drafts[b] = device_draft(
+                drafters[b], contexts[b], k_rounds[b], sampling, rng, target.n_vocab
+            )
+    p, n_catch_up = batched_verification_pass(target, cache, contexts, drafts, sampling)  # 2.
+    t_written = cache.end
+    d_written = [cache_span_start(c)[1] for c in draft_caches]
+
+    width = 3 + max((int(d.tokens.shape[0]) for d in drafts if d is not None), default=0)
+    packed = xp.zeros((B, width), dtype=np.int64)  # row b: n, token, finite, drafts...
+    for b in range(B):  # 3. verify on the device, sequence by sequence
+        if drafts[b] is None:
+            continue
+        k_b = int(drafts[b].tokens.shape[0])
+        u = to_device(rng.random(k_b + 1))
+        packed[b, :2] = decide(p[b], drafts[b].q, drafts[b].tokens, u)
+        packed[b, 2] = xp.all(xp.isfinite(p[b])).astype(np.int64)
+        packed[b, 3 : 3 + k_b] = drafts[b].tokens
+    outcome = to_host(packed)  # the round's one transfer
+
+    verifications: list[Verification | None] = [None] * B
+    keep = np.zeros(B, dtype=np.int64)
+    for b in range(B):
+        if drafts[b] is not None:
+            check_rows_finite(bool(outcome[b, 2]))
+            verifications[b] = Verification(int(outcome[b, 0]), int(outcome[b, 1]))
+            keep[b] = n_catch_up[b] + verifications[b].accepted
+    cache.commit(keep)  # 4. per-row commit, then every row's rollback
+    cache.rollback()
+    rounds: list[Round | None] = [None] * B
+    for b in range(B):
+        if drafts[b] is None:
+            continue
+        drafters[b].commit(verifications[b].accepted)
+        drafters[b].rollback()
+        k_b, dc = int(drafts[b].tokens.shape[0]), draft_caches[b]
+        rounds[b] = Round(
+            draft=Draft(outcome[b, 3 : 3 + k_b].copy(), drafts[b].q),
+            p=p[b],
+            verification=verifications[b],
+            n_catch_up=n_catch_up[b],
+            target_cache=CacheSpan(int(t_before[b]), int(t_written[b]), int(cache.length[b])),
+            draft_cache=CacheSpan(d_before[b], d_written[b], dc.length) if dc else None,
+        )
+    return rounds
+
+
+def batched_prefill(target: GPT, cache: BatchKVCache, drafters, prompts) -> None:
+    # the reference's batched prefill: one ragged pass over every prompt but its last token
+    tokens, n_new = pad_right([prompt[:-1] for prompt in prompts])
+    batched_forward_unchecked(target, to_device(tokens), n_new, cache)
+    cache.commit(n_new)
+    for drafter, prompt in zip(drafters, prompts, strict=True):
+        drafter.reset()
+        drafter.prefill(prompt[:-1])
+
+
+def speculative_generate_batch(
+    target: GPT,
+    drafters: list[Drafter],
+    prompts,
+    *,
+    k: int,
+    max_new_tokens: int,
+    rng: np.random.Generator,
+    sampling: SamplingParams = SamplingParams(),
+    eos_id: int | None = None,
+) -> list[SpeculativeResult]:
+    """The reference's `speculative_generate_batch` on the device: one target pass and one
+    device -> host transfer per round for the whole batch. Reference models and drafters
+    are accepted (copied to the device once and remembered)."""
+    target = as_twin_model(target)
+    if not isinstance(drafters, (str, bytes)) and hasattr(drafters, "__len__"):
+        drafters = [as_twin_drafter(d) for d in drafters]
+    k = check_positive_int(k, "k")
+    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+    check_generator(rng)
+    check_sampling(sampling)
+    eos_id = check_eos(eos_id, target.n_vocab)
+    prompts = check_batch(target, drafters, prompts, max_new_tokens)
+
+    B = len(prompts)
+    cache = new_batch_cache(target, B)
+    batched_prefill(target, cache, drafters, prompts)
+
+    contexts = [prompt.copy() for prompt in prompts]
+    outs: list[list[int]] = [[] for _ in range(B)]
+    stats = [SpeculativeStats(k=k) for _ in range(B)]
+    while not all(s.stop_reason for s in stats):
+        k_rounds = [
+            None if stats[b].stop_reason else round_draft_length(k, max_new_tokens - len(outs[b]))
+            for b in range(B)
+        ]
+        rounds = batched_round(target, cache, drafters, contexts, k_rounds, sampling, rng)
+        for b, rnd in enumerate(rounds):
+            if rnd is None:
+                continue
+            emitted = emitted_tokens(
+                rnd.verification, rnd.draft, eos_id, max_new_tokens - len(outs[b])
+            )
+            stats[b].record(rnd.k, rnd.verification.accepted)
+            outs[b].extend(emitted)
+            contexts[b] = np.concatenate([contexts[b], np.asarray(emitted, dtype=np.int64)])
+            if eos_id is not None and emitted and emitted[-1] == eos_id:
+                stats[b].stop_reason = "eos"
+            elif len(outs[b]) >= max_new_tokens:
+                stats[b].stop_reason = "length"
+    for b in range(B):
+        stats[b].emitted = len(outs[b])
+    return [SpeculativeResult(tokens=outs[b], stats=stats[b]) for b in range(B)]
