@@ -14,11 +14,8 @@ from lab.fast_cpu import fast
 from lab.report import describe_round, render_tokens, stats_table
 from lab.standins import random_pair
 from lab.timing import StageClock
-from reference.autoregressive import generate
-from reference.drafters import ModelDrafter
 from reference.model import GPT
 from reference.sampling import SamplingParams
-from reference.speculative import speculative_generate
 from reference.tokenizer import EOS, decode, encode
 
 # A prompt the bundled target continues as code at greedy (small byte-level models loop on
@@ -48,20 +45,38 @@ def load_plain_pair(args) -> tuple[GPT, GPT, str]:
     return target, draft, f"random weights ({why}: untrained, the output is noise)"
 
 
+def backend_core(args):
+    # -> (the core module the loops come from, a line naming where they run)
+    if args.backend == "gpu":
+        import gpu
+        from gpu.backend import backend_name
+
+        return gpu, f"gpu twin: {backend_name()}"
+    import reference
+
+    return reference, "reference: NumPy on the CPU"
+
+
 def cmd_demo(args) -> int:
-    target, draft, source = load_pair(args)
+    core, where = backend_core(args)
+    if args.backend == "gpu":  # the plain weights, copied to the device once
+        target, draft, source = load_plain_pair(args)
+        target, draft = core.GPT(target.config, target.params), core.GPT(draft.config, draft.params)
+    else:
+        target, draft, source = load_pair(args)
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p)
     prompt = encode(args.prompt)
     print(f"models: {source}")
+    print(f"backend: {where}")
     stop = "" if args.min_confidence is None else f" (stops below {args.min_confidence:g})"
     print(
         f"sampling: {sampling.describe()}, k={args.k}{stop}, max_new_tokens={args.max_new_tokens}"
     )
     print(f"prompt: {args.prompt!r}\n")
 
-    drafter = ModelDrafter(draft, args.min_confidence)
+    drafter = core.ModelDrafter(draft, args.min_confidence)
     spec_clock, ar_clock = StageClock(), StageClock()
-    spec = speculative_generate(
+    spec = core.speculative_generate(
         target,
         drafter,
         prompt,
@@ -73,7 +88,7 @@ def cmd_demo(args) -> int:
         trace=True,
         clock=spec_clock,
     )
-    ar = generate(
+    ar = core.generate(
         target,
         prompt,
         max_new_tokens=args.max_new_tokens,
@@ -145,6 +160,28 @@ def bench_prompts(args) -> list[np.ndarray]:
     return [encode(t) for t in texts]
 
 
+def cmd_bench_gpu(args) -> int:
+    # the twin's benchmark (lab/gpu_bench.py): batch 1 over k, batch scaling, transfers
+    from lab import gpu_bench
+
+    gpu_argv = [
+        "--repeats",
+        str(args.repeats),
+        "--max-new-tokens",
+        str(args.max_new_tokens),
+        "--n-prompts",
+        str(args.n_prompts),
+        "--ks",
+        args.ks,
+        "--batches",
+        args.batches,
+        "--out",
+        args.out,
+    ]
+    gpu_bench.main(gpu_argv)
+    return 0
+
+
 def cmd_bench(args) -> int:
     from tqdm import tqdm
 
@@ -156,6 +193,8 @@ def cmd_bench(args) -> int:
         plot_speedup_vs_k,
     )
 
+    if args.backend == "gpu":
+        return cmd_bench_gpu(args)
     target, draft, source = load_pair(args)
     prompts = bench_prompts(args)
     ks, temperatures = parse_list(args.ks, int), parse_list(args.temperatures, float)
@@ -229,6 +268,13 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
     parser.add_argument(
+        "--backend",
+        choices=["cpu", "gpu"],
+        default="cpu",
+        help="cpu: the NumPy reference (default); gpu: the CuPy twin (gpu/; NumPy mode "
+        "without a CUDA device)",
+    )
+    parser.add_argument(
         "--min-confidence",
         type=float,
         default=None,
@@ -263,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
         "hand-written code openings; text: free English text",
     )
     bench.add_argument("--n-prompts", type=int, default=6, help="number of held-out snippets")
+    bench.add_argument(
+        "--batches", default="1,8,64", help="with --backend gpu: batch sizes, e.g. 1,8,64"
+    )
     bench.add_argument("--max-new-tokens", type=int, default=128)
     bench.add_argument("--repeats", type=int, default=5)
     bench.add_argument("--out", default="bench-results", help="folder for bench.md and PNGs")

@@ -67,6 +67,66 @@ def twin_rows(prompts, ks, max_new_tokens: int, repeats: int) -> dict:
     return rows
 
 
+class NoDrafter:
+    """Proposes nothing: every round is then one target step for each sequence, so a batch
+    decodes autoregressively through the same batched loop (the batch's AR baseline)."""
+
+    def __init__(self, n_vocab: int, n_ctx: int) -> None:
+        self.n_vocab, self.n_ctx = n_vocab, n_ctx
+
+    def reset(self) -> None:
+        pass
+
+    def prefill(self, tokens) -> None:
+        pass
+
+    def propose(self, context, k, sampling, rng):
+        from reference.drafters import Draft
+
+        return Draft(np.zeros(0, np.int64), np.zeros((0, self.n_vocab), np.float32))
+
+    def commit(self, n_accepted: int) -> None:
+        pass
+
+    def rollback(self) -> None:
+        pass
+
+
+def batch_rows(prompts, k: int, batches: list[int], max_new_tokens: int, repeats: int) -> dict:
+    # B -> {"ar": (tok/s, transfers/token), "spec": (...)}: B sequences decoded together
+    import gpu
+
+    target_ref, draft_ref = load_bundled_pair()
+    target = gpu.GPT(target_ref.config, target_ref.params)
+    draft = gpu.GPT(draft_ref.config, draft_ref.params)
+    rows = {}
+    for B in batches:
+        batch = [prompts[b % len(prompts)] for b in range(B)]
+        spec_drafters = [gpu.ModelDrafter(draft) for _ in batch]
+        ar_drafters = [NoDrafter(target.n_vocab, target.config.n_ctx) for _ in batch]
+
+        def run(drafters, k_run, batch=batch):
+            results = gpu.speculative_generate_batch(
+                target,
+                drafters,
+                batch,
+                k=k_run,
+                max_new_tokens=max_new_tokens,
+                rng=np.random.default_rng(0),
+                sampling=GREEDY,
+            )
+            return [t for r in results for t in r.tokens]
+
+        run(spec_drafters, k)  # warm-up
+        rows[B] = {}
+        for name, drafters in (("ar", ar_drafters), ("spec", spec_drafters)):
+            runs = [timed_run(lambda d=drafters: run(d, k)) for _ in range(repeats)]
+            rates = [n / s for n, s, _ in runs]
+            per_token = sum(t for _, _, t in runs) / sum(n for n, _, _ in runs)
+            rows[B][name] = (float(np.median(rates)), per_token)
+    return rows
+
+
 def reference_rate(prompts, k: int, max_new_tokens: int) -> float:
     import reference
 
@@ -139,6 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--n-prompts", type=int, default=6)
     parser.add_argument("--ks", default="3,5,7")
+    parser.add_argument("--batches", default="1,8,64", help="batch sizes for the scaling rows")
     parser.add_argument("--out", default=os.environ.get("OUT") or None)
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.ks.split(",")]
@@ -155,6 +216,8 @@ def main(argv: list[str] | None = None) -> None:
             prompts, best, args.max_new_tokens
         ),
     }
+    batches = [int(b) for b in args.batches.split(",")]
+    scaling = batch_rows(prompts, best, batches, args.max_new_tokens, args.repeats)
     result = {
         "backend": backend_name(),
         "date": time.strftime("%Y-%m-%d"),
@@ -162,6 +225,7 @@ def main(argv: list[str] | None = None) -> None:
         "runs": rows,
         "table": table,
         "extra": extra,
+        "batches": {str(B): row for B, row in scaling.items()},
     }
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -177,7 +241,22 @@ def main(argv: list[str] | None = None) -> None:
     for what, rate in extra.items():
         ratio = f" (twin / it: {twin_best / rate:.2f}x)" if rate else ""
         print(f"- {what}: {'n/a' if rate is None else f'{rate:.1f}'}{ratio}")
-    print("- batch 8 / 64: pending (the twin's ragged batch is not written yet)")
+    print(
+        f"\nbatches (greedy, k={best} for speculative; AR = the same batched loop drafting "
+        "nothing):"
+    )
+    print(
+        "| batch | AR tok/s | spec tok/s | spec / AR | spec tok/s vs batch 1 | "
+        "transfers / token (spec) |"
+    )
+    print("|---|---|---|---|---|---|")
+    one = scaling[batches[0]]["spec"][0]
+    for B, row in scaling.items():
+        (ar_rate, _), (spec_rate, per_token) = row["ar"], row["spec"]
+        print(
+            f"| {B} | {ar_rate:.1f} | {spec_rate:.1f} | {spec_rate / ar_rate:.2f}x | "
+            f"{spec_rate / one:.2f}x | {per_token:.3f} |"
+        )
 
 
 if __name__ == "__main__":

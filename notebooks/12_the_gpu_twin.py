@@ -162,7 +162,7 @@ for sampling in (GREEDY, SamplingParams(temperature=0.8)):
 
 # %% [markdown]
 # Per round: k + 2 finiteness checks, k + 1 token ids (k drafts and the last token) and one
-# accept decision per examined position — up to 3k + 3 reads, about 15 at k = 4. On a GPU
+# accept decision per examined position — up to 3k + 3 reads, about 14 at k = 4. On a GPU
 # each one drains the device's queue: the device sits idle while Python looks at the number
 # and only then queues the next kernels.
 #
@@ -184,16 +184,19 @@ print(inspect.getsource(gpu.speculative.settle))
 # too). `counting_transfers()` reads that count around a run.
 
 # %%
-kw = dict(max_new_tokens=64, rng=np.random.default_rng(0))
+def run_args():  # a fresh generator for every run, so that each run can be replayed
+    return dict(max_new_tokens=64, rng=np.random.default_rng(0))
+
+
 for sampling in (GREEDY, SamplingParams(temperature=0.8)):
     with counting_transfers() as log:
         out = gpu.speculative_generate(twin_target, twin_drafter, prompt, k=k,
-                                       sampling=sampling, **kw)
+                                       sampling=sampling, **run_args())
     print(f"twin speculative, k = {k}, {sampling.describe():6s}: {len(out.tokens)} tokens, "
           f"{out.stats.rounds} rounds, {log.count} transfers "
           f"({log.count / len(out.tokens):.2f} per token)")
 with counting_transfers() as log:
-    plain = gpu.generate(twin_target, prompt, sampling=GREEDY, **kw)
+    plain = gpu.generate(twin_target, prompt, sampling=GREEDY, **run_args())
 print(f"twin autoregressive,   greedy: {len(plain)} tokens, {log.count} transfers "
       f"({log.count / len(plain):.2f} per token)")
 
@@ -210,8 +213,9 @@ print(f"twin autoregressive,   greedy: {len(plain)} tokens, {log.count} transfer
 
 # %%
 theirs = reference.speculative_generate(target, reference.ModelDrafter(draft), prompt, k=k,
-                                        sampling=GREEDY, **kw)
-ours = gpu.speculative_generate(twin_target, twin_drafter, prompt, k=k, sampling=GREEDY, **kw)
+                                        sampling=GREEDY, **run_args())
+ours = gpu.speculative_generate(twin_target, twin_drafter, prompt, k=k, sampling=GREEDY,
+                                **run_args())
 print("greedy, twin == reference token for token:", ours.tokens == theirs.tokens)
 print("same accepted count in every round:      ",
       ours.stats.accepted_per_round == theirs.stats.accepted_per_round)
@@ -267,11 +271,13 @@ for u in ([0.10, 0.30], [0.10, 0.70], [0.74, 0.20], [0.76, 0.20], [0.90, 0.95]):
 
 # %% [markdown]
 # Identical, uniform by uniform. With k = 1 both rules use u_1 for the last token. For
-# k > 1 they part ways after a rejection at position n < k: the reference draws its
-# residual from the *next* number in the stream (its u_{n+1}), `decide` from u_k. Both are
-# fresh uniforms independent of the verdicts, so the law is the same;
-# `tests/twin/test_twin_loop.py` checks `decide` against the position-by-position rule for
-# 300 random cases, and the oracle checks the law.
+# k > 1 they part ways after a rejection at a position n < k − 1: the reference draws its
+# residual from the *next* number of the stream (u_{n+1}), `decide` from u_k; and the twin
+# always takes k + 1 numbers per round for the decision, the reference only n + 2, so the
+# next round starts elsewhere in the stream. Each final draw still uses a fresh uniform,
+# independent of the verdicts, so the law is the same: `tests/twin/test_twin_loop.py`
+# checks `decide` against the position-by-position rule (given the same uniforms) on 300
+# random cases, and the oracle checks the law.
 #
 # And sampled, through the twin's public `verify` (one transfer per call), with draft
 # tokens drawn from q: A comes out 60 % of the time, and the draft is accepted 80 % of the
@@ -310,14 +316,14 @@ for k_run in ks:
         for p_ids in prompts:
             with counting_transfers() as log:
                 out = gpu.speculative_generate(twin_target, twin_drafter, p_ids, k=k_run,
-                                               sampling=sampling, **kw)
+                                               sampling=sampling, **run_args())
             count, tokens = count + log.count, tokens + len(out.tokens)
         syncs[name].append(count / tokens)
     reads, out = reference_host_reads(prompts[0], k_run, GREEDY)
     reference_reads.append(sum(reads.values()) / len(out.tokens))
 
 with counting_transfers() as log:
-    plain_run = gpu.generate(twin_target, prompts[0], sampling=GREEDY, **kw)
+    plain_run = gpu.generate(twin_target, prompts[0], sampling=GREEDY, **run_args())
 ar_per_token = log.count / len(plain_run)
 print("k:                        ", "  ".join(f"{k_run:5d}" for k_run in ks))
 for name, values in syncs.items():
@@ -353,6 +359,23 @@ display(Image(filename=str(path)))
 # part of a step (section 5), so the number of syncs per token is one of the two figures
 # that set the speed. What one sync costs on a given device is measured there, not here.
 #
+# **A batch pays the same single sync for all its sequences.** The twin of the ragged batch
+# (`gpu.speculative_generate_batch`, the twin of `reference/batch.py`, see `docs/batch.md`)
+# verifies B sequences in one target pass per round and packs every row's outcome into one
+# array: one transfer per batched round, however many sequences ride in it.
+
+# %%
+batch_prompts = [encode(text) for text in CODE_PROMPTS]
+with counting_transfers() as log:
+    results = gpu.speculative_generate_batch(
+        twin_target, [gpu.ModelDrafter(twin_drafter.model) for _ in batch_prompts],
+        batch_prompts, k=4, sampling=GREEDY, **run_args())
+generated = sum(len(r.tokens) for r in results)
+print(f"B = {len(results)} sequences, k = 4, greedy: {generated} tokens, rounds per sequence "
+      f"{[r.stats.rounds for r in results]}, {log.count} transfers "
+      f"({log.count / generated:.3f} per generated token)")
+
+# %% [markdown]
 # ## 5. On a GPU
 #
 # **Kernel launches, not FLOPs.** The arithmetic of one token is tiny for a GPU:
@@ -371,11 +394,12 @@ for name, model in (("target", target), ("draft", draft)):
 # A device built for trillions of operations per second finishes a few tens of millions in
 # a sliver of the time it takes the host to *ask* for them: every `xp` operation of a
 # forward pass (each matmul, each elementwise step of a LayerNorm, the softmax's max, exp,
-# sum and division) is at least one kernel launch, and a launch costs host time whatever
-# the size of the array. So for this model a forward pass costs roughly its number of
-# launches, which grows with the number of layers and not with the number of rows — which
-# is exactly why verifying k + 1 positions in one pass is nearly free on a GPU (the
-# article's §7). Counted here: forward calls per generated token, target and draft.
+# sum and division) launches at least one kernel, and a launch costs host time whatever
+# the size of the array. So for this model a forward pass should cost roughly its number of
+# launches, which grows with the number of layers and not with the number of rows: one pass
+# over k + 1 positions costing about what one position costs, the article's §7 in its
+# strongest form (how close a device comes is one of the pending measurements). Counted
+# here: forward calls per generated token, target and draft.
 
 # %%
 FORWARD = gpu.model.GPT.forward_unchecked.__code__
@@ -390,9 +414,11 @@ def forward_calls(run):
     return {name: calls[name] / len(tokens) for name in ("target", "draft")}
 
 
-runs = {"autoregressive": lambda: gpu.generate(twin_target, prompt, sampling=GREEDY, **kw)}
-runs |= {f"speculative k = {k_run}": lambda k_run=k_run: gpu.speculative_generate(
-    twin_target, twin_drafter, prompt, k=k_run, sampling=GREEDY, **kw).tokens for k_run in (2, 4)}
+runs = {"autoregressive": lambda: gpu.generate(twin_target, prompt, sampling=GREEDY,
+                                                **run_args())}
+for k_run in (2, 4):
+    runs[f"speculative k = {k_run}"] = lambda k_run=k_run: gpu.speculative_generate(
+        twin_target, twin_drafter, prompt, k=k_run, sampling=GREEDY, **run_args()).tokens
 L_t, L_d = target.config.n_layer, draft.config.n_layer
 print("per generated token, greedy:  target calls  draft calls  layer passes")
 for name, run in runs.items():
@@ -401,10 +427,11 @@ for name, run in runs.items():
           f"{c['target'] * L_t + c['draft'] * L_d:12.1f}")
 
 # %% [markdown]
-# "Layer passes" (target calls × 6 layers + draft calls × 2 layers) stands in for launches:
-# each layer issues the same kernels for one row or five. Speculation trades target layers
-# for draft layers, and each pass verifies several tokens at once. The real launch counts
-# per token, measured with a profiler on a device, are pending.
+# "Layer passes" (target calls × the target's layers + draft calls × the draft's layers)
+# stand in for launches: each layer issues the same kernels for one row or five.
+# Speculation trades target layers for draft layers, and each target pass verifies several
+# tokens at once. The real launch counts per token, measured with a profiler on a device,
+# are pending.
 #
 # **CUDA graphs.** The usual cure for launch overhead is to record a step's kernels once as
 # a CUDA graph and replay it with one launch. CuPy records a graph by *stream capture*
@@ -414,19 +441,22 @@ for name, run in runs.items():
 #   inverse-CDF draw — CuPy's own kernels, which a capture records (provided their memory
 #   comes from blocks the pool already holds: nothing may be allocated from the driver
 #   while capturing);
-# * the matmuls, which CuPy hands to cuBLAS. CuPy refuses library calls during capture, so
-#   a forward pass cannot be captured whole; the pieces between matmuls can.
+# * the matmuls, which CuPy hands to cuBLAS. CuPy refuses cuBLAS calls while a stream is
+#   capturing (cupy/cupy#6290 tracks it), so a forward pass cannot be captured whole; the
+#   pieces between matmuls can.
 #
 # Nor can a graph span a host sync: the round's one transfer is where any graph ends. How
 # much capturing the capturable pieces saves is pending a device run.
 #
 # **What the device run records.** `scripts/gpu_check.sh` runs on a machine with an NVIDIA
 # GPU: the device-only tests (`pytest -m gpu`: the fused GELU against the plain function),
-# the twin's tests, the oracle grading the twin, and `python -m lab.gpu_bench`, which
-# writes `docs/gpu-results/gpu_bench.json` when given `--out docs/gpu-results`: tokens/s
-# of the twin's autoregressive and speculative loops, transfers per token, the reference
-# on the CPU and transformers' assisted generation on the same GPU for comparison. When
-# that file is in the repository, the next cell draws it, with its date and backend.
+# the twin's tests, the oracle grading the twin, and the bench `python -m lab.gpu_bench`:
+# tokens/s of the twin's autoregressive and speculative loops, transfers per token, the
+# reference on the CPU, transformers' assisted generation on the same GPU, and the batched
+# twin's tokens/s at growing batch sizes. The bench writes its results as `gpu_bench.json`
+# (under `$OUT` in the script; `--out docs/gpu-results` puts them in the repository). When
+# `docs/gpu-results/gpu_bench.json` exists, the next cell prints and draws it with its date
+# and backend; until then it says what is pending.
 
 # %%
 RESULTS = ROOT / "docs" / "gpu-results" / "gpu_bench.json"
@@ -438,7 +468,7 @@ def show_recorded(path: Path) -> None:
     s = result["settings"]
     print(f"recorded {result['date']} on {result['backend']}")
     print(f"{s['prompts']} prompts x {s['max_new_tokens']} tokens, {s['sampling']}, "
-          f"batch {s['batch']}, medians of {s['repeats']} repeats")
+          f"batch {s.get('batch', 1)}, medians of {s['repeats']} repeats")
     if result["backend"].startswith("numpy"):
         print("(NumPy mode: the script ran without a device; these are not GPU figures)")
     print(f"\n{'loop':8s} {'tokens/s':>9s} {'transfers/token':>16s} {'speedup vs AR':>14s}")
@@ -446,13 +476,29 @@ def show_recorded(path: Path) -> None:
         print(f"{name:8s} {rate:9.1f} {per_token:16.2f} {speedup:13.2f}x")
     for what, rate in result.get("extra", {}).items():
         print(f"- {what}: {'n/a' if rate is None else f'{rate:.1f}'}")
+    batches = result.get("batches", {})  # B -> {"ar": [tok/s, transfers/token], "spec": ...}
+    if batches:
+        print(f"\n{'batch':>5s} {'AR tok/s':>9s} {'spec tok/s':>11s} {'transfers/token':>16s}")
+        for B, row in batches.items():
+            print(f"{B:>5s} {row['ar'][0]:9.1f} {row['spec'][0]:11.1f} {row['spec'][1]:16.3f}")
     names = list(result["table"])
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.2))
-    left.bar(names, [result["table"][n][0] for n in names], color="#1f77b4")
-    left.set_ylabel("tokens/s (median)")
-    right.bar(names, [result["table"][n][1] for n in names], color="#888888")
-    right.set_ylabel("transfers per token")
+    fig, axes = plt.subplots(1, 3 if batches else 2, figsize=(12.6 if batches else 8.4, 3.2))
+    axes[0].bar(names, [result["table"][n][0] for n in names], color=colour_for(0.0))
+    axes[0].set_ylabel("tokens/s (median)")
+    axes[1].bar(names, [result["table"][n][1] for n in names], color="#888888")
+    axes[1].set_ylabel("transfers per token")
+    if batches:
+        sizes = [int(B) for B in batches]
+        for loop, style, label in (("ar", "s--", "autoregressive"), ("spec", "o-", "speculative")):
+            axes[2].plot(sizes, [row[loop][0] for row in batches.values()], style, label=label)
+        axes[2].set_xscale("log", base=2)
+        axes[2].set_xticks(sizes, [str(B) for B in sizes])
+        axes[2].minorticks_off()
+        axes[2].set_xlabel("batch size B")
+        axes[2].set_ylabel("tokens/s, all sequences")
+        axes[2].legend(fontsize=8)
     fig.suptitle(f"Twin on {result['backend']}, {result['date']}", fontsize=9)
+    fig.tight_layout()
     display(Image(filename=str(save(fig, FIGURES / "gpu_bench_recorded.png"))))
 
 
@@ -461,10 +507,11 @@ if RESULTS.is_file():
 else:
     print("GPU figures: PENDING. No device run is recorded in this repository yet")
     print(f"({RESULTS.relative_to(ROOT)} does not exist). They come from")
-    print("    bash scripts/gpu_check.sh                       # on a machine with an NVIDIA GPU")
+    print("    bash scripts/gpu_check.sh                       # on a machine with an NVIDIA GPU,")
+    print("                                                    # then keep $OUT/gpu_bench.json")
     print("    python -m lab.gpu_bench --out docs/gpu-results  # the bench alone")
-    print("Pending until then: tokens/s of the twin, batch scaling, kernel launches and")
-    print("host syncs per token on the device, CUDA graph capture, the twin vs transformers.")
+    print("Pending until then: tokens/s of the twin, batch scaling, kernel launches per token,")
+    print("what one host sync costs, CUDA graph capture, the twin vs transformers on the GPU.")
 
 # %% [markdown]
 # **What to remember**
@@ -474,5 +521,6 @@ else:
 # 2. What a GPU changes is where the host waits. The reference's round reads about 3k
 #    values back into Python; the twin's round reads one packed array.
 # 3. For a model this small a GPU step is priced in launches and syncs, not FLOPs: one pass
-#    over k + 1 rows costs about what one row costs, and one sync per round divides the
-#    autoregressive loop's sync per token by the tokens per round.
+#    over k + 1 rows should cost about what one row costs, and one sync per round divides
+#    the autoregressive loop's sync per token by the tokens per round. The device figures
+#    that test this are pending until `scripts/gpu_check.sh` runs on a GPU.

@@ -62,3 +62,20 @@ def test_bench_writes_the_report_and_the_figures(tmp_path, capsys):
 )
 def test_parse_list(text, kind, expected):
     assert parse_list(text, kind) == expected
+
+
+def test_demo_on_the_gpu_twin_says_where_it_ran_and_stays_exact(capsys):
+    """--backend gpu runs the twin (NumPy mode without a device) and names the backend."""
+    assert main(["demo", "--backend", "gpu", "--max-new-tokens", "16", "--no-colour"]) == 0
+    out = capsys.readouterr().out
+    assert "backend: gpu twin:" in out
+    assert "identical to autoregressive output: yes" in out
+
+
+def test_bench_on_the_gpu_twin_prints_its_tables(tmp_path, capsys):
+    args = "bench --backend gpu --ks 2 --repeats 1 --n-prompts 1 --max-new-tokens 8 --batches 1,2"
+    assert main(args.split() + ["--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "backend: numpy" in out or "backend: cupy" in out
+    assert "| batch | AR tok/s | spec tok/s |" in out
+    assert (tmp_path / "gpu_bench.json").is_file()
