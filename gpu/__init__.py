@@ -3,7 +3,7 @@
     import gpu                        # instead of `import reference`
     target = gpu.GPT(config, params)  # the same constructor; the weights go to the device
 
-Every public name of `reference` is here with the same signature (tests/gpu checks it).
+Every public name of `reference` is here with the same signature (tests/twin checks it).
 Where the GPU changes the algorithm (where data lives, where the host waits, what is fused)
 a file of its own mirrors the reference file and says, at its top, what differs and why;
 everything that is host work (config, tokenizer, checkpoint reading, sampling parameters,

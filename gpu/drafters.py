@@ -13,6 +13,8 @@ The protocol (`Drafter`, `Draft`) and the cache discipline are the reference's.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from gpu.backend import to_device, to_host, xp
@@ -31,8 +33,7 @@ class ModelDrafter(reference_drafters.ModelDrafter):
     """An independent draft GPT on the device, with its own device KV cache."""
 
     def __init__(self, model: GPT, min_confidence: float | None = None) -> None:
-        if not isinstance(model, GPT):  # a reference model: its weights are copied over
-            model = GPT(model.config, model.params)
+        model = as_twin_model(model)  # a reference model: its weights are copied over once
         super().__init__(model, min_confidence)
 
     def propose(self, context, k: int, sampling: SamplingParams, rng: np.random.Generator) -> Draft:
@@ -74,11 +75,10 @@ def as_twin_drafter(drafter):
     or the drafter itself: the twin's own, or any other Drafter, used on the host."""
     if type(drafter) is not reference_drafters.ModelDrafter:
         return drafter
-    held = _twin_drafters.get(id(drafter))
-    if held is None or held[0] is not drafter:  # its state is reset by every run's prefill
-        twin = ModelDrafter(as_twin_model(drafter.model), drafter.min_confidence)
-        held = _twin_drafters[id(drafter)] = (drafter, twin)
-    return held[1]
+    if drafter not in _twin_drafters:  # its state is reset by every run's prefill
+        _twin_drafters[drafter] = ModelDrafter(drafter.model, drafter.min_confidence)
+    return _twin_drafters[drafter]
 
 
-_twin_drafters: dict[int, tuple] = {}
+# reference drafter -> its twin; weak keys, so a twin lives as long as its drafter
+_twin_drafters: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

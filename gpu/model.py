@@ -7,7 +7,7 @@ What differs from reference/model.py, and why:
 * Every array function is `xp`'s (CuPy on a GPU, NumPy in CI): the reference calls NumPy
   directly, and NumPy functions cannot take device arrays.
 * GELU is one fused elementwise kernel on a GPU (`cupy.fuse`: one launch instead of ~8),
-  the plain function in NumPy mode; tests/gpu checks that both agree.
+  the plain function in NumPy mode; tests/twin checks that both agree.
 * The causal mask is built on the device from two `arange`s, so no host array crosses over.
 The structure (blocks, residuals, cache writes, tied output) is the reference's own code:
 `GPT` here subclasses `reference.model.GPT` and replaces the four block computations, how
@@ -17,6 +17,7 @@ the parameters are stored, and which cache it makes.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -109,7 +110,8 @@ def to_host_if_needed(value):
     return value
 
 
-_twins: dict[int, tuple[reference_model.GPT, GPT]] = {}
+# reference model -> its twin; weak keys, so a twin lives exactly as long as its model
+_twins: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def as_twin_model(model: reference_model.GPT) -> GPT:
@@ -119,7 +121,6 @@ def as_twin_model(model: reference_model.GPT) -> GPT:
     handing it over is not seen: hand over a new model instead."""
     if isinstance(model, GPT) or not isinstance(model, reference_model.GPT):
         return model
-    held = _twins.get(id(model))
-    if held is None or held[0] is not model:  # a new object that reuses a freed id
-        held = _twins[id(model)] = (model, GPT(model.config, model.params))
-    return held[1]
+    if model not in _twins:
+        _twins[model] = GPT(model.config, model.params)
+    return _twins[model]

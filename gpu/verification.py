@@ -90,8 +90,9 @@ def verify_unchecked(p_target, q_draft, draft_tokens, rng: np.random.Generator) 
 def verify(p_target, q_draft, draft_tokens, rng: np.random.Generator) -> Verification:
     # p_target [k+1, V], q_draft [k, V], draft_tokens [k] -> Verification(accepted, token)
     # The checks of the reference run on host copies (a public call may take that time).
-    host = [
-        to_host(a) if hasattr(a, "__cuda_array_interface__") else a for a in (p_target, q_draft)
-    ]
-    tokens = check_verify_inputs(host[0], host[1], draft_tokens, rng)
+    p, q, x = (
+        to_host(a) if hasattr(a, "__cuda_array_interface__") else a
+        for a in (p_target, q_draft, draft_tokens)
+    )
+    tokens = check_verify_inputs(p, q, x, rng)
     return verify_unchecked(p_target, q_draft, tokens, rng)

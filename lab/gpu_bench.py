@@ -221,7 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     result = {
         "backend": backend_name(),
         "date": time.strftime("%Y-%m-%d"),
-        "settings": vars(args) | {"prompts": len(prompts), "sampling": "greedy", "batch": 1},
+        "settings": vars(args)
+        | {"prompts": len(prompts), "sampling": "greedy", "batch of the k rows": 1},
         "runs": rows,
         "table": table,
         "extra": extra,

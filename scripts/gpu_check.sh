@@ -23,7 +23,8 @@ $PY -c "from gpu.backend import backend_name; print('backend:', backend_name())"
 step gpu-tests 120 $PY -m pytest -p no:cacheprovider -q -m gpu tests/twin
 step twin-tests 180 $PY -m pytest -p no:cacheprovider -q tests/twin
 step oracle-twin 240 $PY -m pytest -p no:cacheprovider -q -m distribution \
-  --verify=gpu.verification:verify --speculative=gpu.speculative:speculative_generate
+  --verify=gpu.verification:verify --speculative=gpu.speculative:speculative_generate \
+  --batch=gpu.batch:speculative_generate_batch
 step bench 240 $PY -m lab.gpu_bench --repeats 3 --out "$OUT"
 
 echo

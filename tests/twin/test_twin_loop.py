@@ -147,3 +147,28 @@ def test_the_fused_gelu_kernel_equals_the_plain_function():
     assert model.ON_DEVICE, "run with a CUDA device (pytest -m gpu)"
     x = model.xp.linspace(-6, 6, 10_001, dtype=np.float32)
     np.testing.assert_allclose(to_host(model.gelu(x)), to_host(model.gelu_plain(x)), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        SamplingParams(temperature=1.0),
+        SamplingParams(temperature=0.7, top_k=3),
+        SamplingParams(temperature=1.0, top_p=0.5),
+        SamplingParams(temperature=0.5, top_k=4, top_p=0.8),
+        GREEDY,
+    ],
+    ids=["t1", "topk", "topp", "all", "greedy"],
+)
+def test_the_twins_distributions_equal_the_references(sampling):
+    """The same processed distributions, ties included: top-p keeps tied tokens in the
+    reference's (stable) order, which the device sort must reproduce."""
+    from gpu.sampling import probabilities as twin_probabilities
+    from reference.sampling import probabilities
+
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((6, 12)).astype(np.float32)
+    logits[:, 3] = logits[:, 5] = logits[:, 7] = 1.5  # three-way ties near the top
+    np.testing.assert_allclose(
+        to_host(twin_probabilities(logits, sampling)), probabilities(logits, sampling), atol=1e-6
+    )
