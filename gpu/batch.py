@@ -23,10 +23,10 @@ import math
 import numpy as np
 
 from gpu.backend import to_device, to_host, xp
-from gpu.drafters import ModelDrafter, as_twin_drafter
+from gpu.drafters import as_twin_drafter
 from gpu.model import GPT, as_twin_model, softmax
 from gpu.sampling import probabilities
-from gpu.speculative import check_rows_finite
+from gpu.speculative import check_rows_finite, device_draft
 from gpu.verification import decide
 from reference import batch as reference_batch
 from reference.autoregressive import check_eos
@@ -47,7 +47,6 @@ from reference.speculative import (
     SpeculativeResult,
     SpeculativeStats,
     cache_span_start,
-    check_draft,
     emitted_tokens,
     round_draft_length,
 )
@@ -195,14 +194,6 @@ def batched_verification_pass(target: GPT, cache: BatchKVCache, contexts, drafts
         k_b, n_b = int(draft.tokens.shape[0]), int(n_new[b])
         p.append(probabilities(logits[b, n_b - (k_b + 1) : n_b], sampling))
     return p, n_catch_up
-
-
-def device_draft(drafter: Drafter, context, k: int, sampling, rng, n_vocab: int) -> Draft:
-    draft = drafter.propose(context, k, sampling, rng)
-    if isinstance(drafter, ModelDrafter):
-        return draft
-    check_draft(draft, k, n_vocab)
-    return Draft(to_device(draft.tokens, dtype=np.int64), to_device(draft.q))
 
 
 def batched_round(

@@ -71,12 +71,21 @@ def verification_pass(target: GPT, cache: KVCache, context, draft_tokens, sampli
     return probabilities(logits[-(k + 1) :], sampling), int(new.shape[0])
 
 
+def on_device(array) -> bool:
+    return hasattr(array, "__cuda_array_interface__")
+
+
 def device_draft(drafter: Drafter, context, k: int, sampling, rng, n_vocab: int) -> Draft:
-    # the drafter's proposal on the device; a host drafter's is checked on the host first
+    # the drafter's proposal on the device. A twin drafter's (or one that wraps it, e.g. a
+    # hybrid) is already there: shapes only, nothing to copy. A host drafter's is checked
+    # on the host like the reference's, then copied over.
     draft = drafter.propose(context, k, sampling, rng)
-    if isinstance(drafter, ModelDrafter):  # the twin's own: shapes only, nothing to copy
-        if draft.tokens.shape[0] > k:
-            raise ValueError(f"the drafter proposed {draft.tokens.shape[0]} tokens, at most {k}")
+    if isinstance(drafter, ModelDrafter) or on_device(draft.tokens):
+        if draft.tokens.shape[0] > k or draft.q.shape != (draft.tokens.shape[0], n_vocab):
+            raise ValueError(
+                f"the drafter proposed {draft.tokens.shape[0]} tokens with q of shape "
+                f"{draft.q.shape}; at most {k} tokens and q [k, {n_vocab}] were expected"
+            )
         return draft
     check_draft(draft, k, n_vocab)
     return Draft(to_device(draft.tokens, dtype=np.int64), to_device(draft.q))

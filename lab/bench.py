@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lab.costs import CostProfile, expected_tokens_per_round, predicted_speedup
+from lab.drafting import make_drafter
 from lab.timing import StageClock
 from reference.autoregressive import generate
 from reference.drafters import ModelDrafter
@@ -25,6 +26,19 @@ CODE_PROMPTS = [
     "import os\nimport sys\n\n\ndef main(argv):\n    ",
     "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n",
     "    for i, line in enumerate(lines):\n        if ",
+]
+# Copy-heavy prompts: the likely continuation repeats text the prompt already holds (a
+# function re-emitted with one name changed, a table or list of similar lines), the case
+# prompt lookup drafting is made for.
+COPY_PROMPTS = [
+    "def load_config(path):\n    with open(path) as f:\n        data = json.load(f)\n"
+    "    return data\n\n\ndef load_settings(path):\n    with open(path) as f:\n",
+    "COLOURS = {\n    'red': (255, 0, 0),\n    'green': (0, 255, 0),\n"
+    "    'blue': (0, 0, 255),\n    'red_light': (255, 128, 128),\n    'green_light': (",
+    "| name | size | owner |\n|------|------|-------|\n| alpha | 10 | root |\n"
+    "| beta | 20 | root |\n| gamma | 30 | root |\n| delta |",
+    "    def get_name(self):\n        return self._name\n\n    def set_name(self, value):\n"
+    "        self._name = value\n\n    def get_size(self):\n        return self._size\n\n",
 ]
 TEXT_PROMPTS = [
     "The weather today is",
@@ -89,6 +103,7 @@ class BenchReport:
     repeats: int
     n_prompts: int
     min_confidence: float | None = None  # the drafter's early-stop threshold (None: off)
+    drafter: str = "model"  # lab/drafting.py: model, lookup or hybrid
     transformers_rows: list[dict] = field(default_factory=list)
 
     def best(self, temperature: float) -> BenchPoint:
@@ -134,13 +149,17 @@ def run_bench(
     seed: int = 0,
     progress=None,
     min_confidence: float | None = None,
+    drafter_name: str = "model",
 ) -> BenchReport:
     """For each temperature and repeat: every prompt autoregressively, then speculatively
     at every k, back to back. Speedup per repeat = AR time per token / spec time per token,
     over the decode phase (after the prompt's prefill, which is the same work in both) and
-    end to end. With `min_confidence`, k is the most a round drafts (ModelDrafter)."""
+    end to end. With `min_confidence`, k is the most a round drafts (ModelDrafter).
+    `drafter_name` picks the drafter (lab/drafting.py: model, lookup, hybrid)."""
+    import reference
+
     points = []
-    drafter = ModelDrafter(draft, min_confidence)
+    drafter = make_drafter(drafter_name, reference, target, draft, min_confidence)
     for temperature in temperatures:
         sampling = SamplingParams(temperature=temperature)
         ar = [Tally() for _ in range(repeats)]
@@ -182,7 +201,9 @@ def run_bench(
             points.append(
                 bench_point(temperature, k, ar, spec[k], stats[k], ar_clock, spec_clocks[k], costs)
             )
-    return BenchReport(points, costs, max_new_tokens, repeats, len(prompts), min_confidence)
+    return BenchReport(
+        points, costs, max_new_tokens, repeats, len(prompts), min_confidence, drafter_name
+    )
 
 
 def bench_point(
@@ -213,7 +234,8 @@ def bench_point(
         speedups=list(spec_rate / ar_rate),
         speedups_end_to_end=list(spec_e2e / ar_e2e),
         histogram=pooled.accepted_histogram,
-        c_loop=spec_clock.seconds["draft"] / drafted / step,
+        # a lookup drafter may draft nothing in a whole point: its c is then undefined
+        c_loop=spec_clock.seconds["draft"] / drafted / step if drafted else float("nan"),
         v_loop=spec_clock.seconds["target"] / rounds / step,
         overhead_loop=spec_clock.total("verify", "other") / rounds / step,
     )
@@ -305,7 +327,7 @@ def markdown_report(report: BenchReport, machine: str, command: str) -> str:
         f"{report.n_prompts} prompts x {report.max_new_tokens} new tokens, "
         f"{report.repeats} repeats; figures are medians over repeats, speedups are ratios "
         "measured within each repeat (spread = min..max over repeats).",
-        "Drafting: "
+        f"Drafter: {report.drafter} (lab/drafting.py). Drafting: "
         + (
             "fixed k per round."
             if report.min_confidence is None

@@ -10,6 +10,7 @@ import numpy as np
 
 from lab.bench import AR_DECODE, SPEC_DECODE
 from lab.bundled import MODELS_DIR as BUNDLED
+from lab.drafting import DRAFTERS, make_drafter
 from lab.fast_cpu import fast
 from lab.report import describe_round, render_tokens, stats_table
 from lab.standins import random_pair
@@ -67,14 +68,14 @@ def cmd_demo(args) -> int:
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p)
     prompt = encode(args.prompt)
     print(f"models: {source}")
-    print(f"backend: {where}")
+    print(f"backend: {where}; drafter: {args.drafter}")
     stop = "" if args.min_confidence is None else f" (stops below {args.min_confidence:g})"
     print(
         f"sampling: {sampling.describe()}, k={args.k}{stop}, max_new_tokens={args.max_new_tokens}"
     )
     print(f"prompt: {args.prompt!r}\n")
 
-    drafter = core.ModelDrafter(draft, args.min_confidence)
+    drafter = make_drafter(args.drafter, core, target, draft, args.min_confidence)
     spec_clock, ar_clock = StageClock(), StageClock()
     spec = core.speculative_generate(
         target,
@@ -152,11 +153,11 @@ def machine_description() -> str:
 
 
 def bench_prompts(args) -> list[np.ndarray]:
-    from lab.bench import CODE_PROMPTS, TEXT_PROMPTS, held_out_code_prompts
+    from lab.bench import CODE_PROMPTS, COPY_PROMPTS, TEXT_PROMPTS, held_out_code_prompts
 
     if args.prompts == "heldout":
         return held_out_code_prompts(args.n_prompts)
-    texts = TEXT_PROMPTS if args.prompts == "text" else CODE_PROMPTS
+    texts = {"text": TEXT_PROMPTS, "code": CODE_PROMPTS, "copy": COPY_PROMPTS}[args.prompts]
     return [encode(t) for t in texts]
 
 
@@ -217,8 +218,10 @@ def cmd_bench(args) -> int:
             seed=args.seed,
             progress=bar,
             min_confidence=args.min_confidence,
+            drafter_name=args.drafter,
         )
-    if not args.no_transformers:
+    # transformers' assisted generation is compared with the draft-model drafter only
+    if not args.no_transformers and args.drafter == "model":
         for t in temperatures:
             best = report.best(t)
             print(f"transformers assisted generation at T={t:g}, k={best.k} ...")
@@ -268,6 +271,13 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
     parser.add_argument(
+        "--drafter",
+        choices=DRAFTERS,
+        default="model",
+        help="model: the draft model (default); lookup: prompt lookup / n-gram drafts from "
+        "the text so far; hybrid: lookup when it matches, the draft model otherwise",
+    )
+    parser.add_argument(
         "--backend",
         choices=["cpu", "gpu"],
         default="cpu",
@@ -303,10 +313,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--temperatures", default="0,0.8", help="comma-separated; 0 = greedy")
     bench.add_argument(
         "--prompts",
-        choices=["heldout", "code", "text"],
+        choices=["heldout", "code", "text", "copy"],
         default="heldout",
         help="heldout: snippets of stdlib files the models never saw (default); code: four "
-        "hand-written code openings; text: free English text",
+        "hand-written code openings; text: free English text; copy: prompts whose "
+        "continuation repeats them (lookup drafting's case)",
     )
     bench.add_argument("--n-prompts", type=int, default=6, help="number of held-out snippets")
     bench.add_argument(
