@@ -75,17 +75,12 @@ class GPT(reference_model.GPT):
         check_param_shapes(config, host)  # on the host, before anything is copied
         self.params = {name: to_device(value) for name, value in host.items()}
 
-    def new_cache(self, capacity: int | None = None) -> KVCache:
-        cfg = self.config
-        capacity = cfg.n_ctx if capacity is None else capacity
-        if capacity > cfg.n_ctx:
-            raise ValueError(f"cache capacity {capacity} exceeds the model's n_ctx {cfg.n_ctx}")
-        return KVCache(cfg.n_layer, cfg.n_head, cfg.head_size, capacity)
+    cache_type = KVCache  # new_cache (the reference's method) makes a device cache
 
     def forward(self, tokens, cache: KVCache | None = None):
         # tokens [T] (host or device) -> logits [T, V] on the device. Host tokens are
         # checked as in the reference; device tokens come from the twin's own sampling.
-        if isinstance(tokens, np.ndarray) or not hasattr(tokens, "__cuda_array_interface__"):
+        if not hasattr(tokens, "__cuda_array_interface__"):
             return super().forward(tokens, cache)
         return self.forward_unchecked(tokens, cache)
 

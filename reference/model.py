@@ -99,7 +99,9 @@ class GPT:
         capacity = cfg.n_ctx if capacity is None else capacity
         if capacity > cfg.n_ctx:
             raise ValueError(f"cache capacity {capacity} exceeds the model's n_ctx {cfg.n_ctx}")
-        return KVCache(cfg.n_layer, cfg.n_head, cfg.head_size, capacity)
+        return self.cache_type(cfg.n_layer, cfg.n_head, cfg.head_size, capacity)
+
+    cache_type = KVCache  # what new_cache makes (the GPU twin's model makes its own kind)
 
     def forward(self, tokens, cache: KVCache | None = None) -> np.ndarray:
         # tokens [T] -> logits [T, V]; row i predicts the token *after* tokens[i].
