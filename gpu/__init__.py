@@ -47,6 +47,7 @@ from gpu.verification import (
     verify,
 )
 from reference.config import GPTConfig
+from reference.lookup import HybridDrafter, LookupDrafter
 
 __all__ = [
     "BatchKVCache",
@@ -54,7 +55,9 @@ __all__ = [
     "Draft",
     "Drafter",
     "GPTConfig",
+    "HybridDrafter",
     "KVCache",
+    "LookupDrafter",
     "ModelDrafter",
     "Round",
     "RoundTrace",

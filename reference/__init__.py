@@ -20,6 +20,7 @@ from reference.batch import (
 from reference.config import GPTConfig
 from reference.drafters import Draft, Drafter, ModelDrafter
 from reference.kv_cache import KVCache, catch_up_tokens
+from reference.lookup import HybridDrafter, LookupDrafter
 from reference.model import GPT, init_params
 from reference.sampling import SamplingParams, probabilities, sample_token
 from reference.speculative import (
@@ -47,7 +48,9 @@ __all__ = [
     "Draft",
     "Drafter",
     "GPTConfig",
+    "HybridDrafter",
     "KVCache",
+    "LookupDrafter",
     "ModelDrafter",
     "Round",
     "RoundTrace",

@@ -20,6 +20,7 @@ import numpy as np
 import reference.speculative as speculative
 from reference.drafters import Draft, ModelDrafter
 from reference.kv_cache import KVCache
+from reference.lookup import HybridDrafter, LookupDrafter, lookup_continuation, point_mass_rows
 from reference.model import GPT
 from reference.sampling import SamplingParams, probabilities, sample_token
 from reference.speculative import speculative_generate
@@ -197,6 +198,48 @@ class DrafterSkipsCatchUp(ModelDrafter):
         return super().propose(context, k, sampling, rng)
 
 
+class LookupJudgedWithSoftQ(HybridDrafter):
+    """A point-mass draft judged with a soft q: the hybrid copies its drafts by prompt lookup
+    (chosen, not drawn) but reports the draft model's soft q rows for those tokens, so verify
+    accepts x with min(1, p(x)/q_model(x)) instead of p(x)."""
+
+    def propose(self, context, k, sampling, rng) -> Draft:
+        draft = super().propose(context, k, sampling, rng)
+        m = len(draft.tokens)
+        if self.proposer is not self.lookup or m == 0:
+            return draft
+        logits = self.fallback.model.forward(np.concatenate([context, draft.tokens[:-1]]))[-m:]
+        return Draft(draft.tokens, probabilities(logits, sampling))
+
+
+class LookupKeepsRejectedDrafts(LookupDrafter):
+    """Lookup reading tokens that were drafted but never committed: it keeps its own copy of
+    the text it searches and writes each round's drafts into it; commit(n) keeps the n
+    accepted ones, but rollback forgets to drop the rest, so later rounds also match (and
+    copy) rejected drafts."""
+
+    def reset(self) -> None:
+        self.text: list[int] = []  # what it searches: meant to be the committed tokens
+        self.seen = 0  # context tokens copied into self.text so far
+
+    def prefill(self, tokens) -> None:
+        self.reset()
+
+    def propose(self, context, k, sampling, rng) -> Draft:
+        self.text += [int(t) for t in context[self.seen :]]
+        self.seen = len(context)
+        text = np.asarray(self.text, dtype=np.int64)
+        tokens = lookup_continuation(text, k, self.max_ngram, self.min_ngram, self.prefer)
+        self.text += [int(t) for t in tokens]  # written as it proposes them
+        return Draft(tokens, point_mass_rows(tokens, self.n_vocab))
+
+    def commit(self, n_accepted: int) -> None:
+        self.seen += n_accepted  # the accepted drafts are in the text already
+
+    def rollback(self) -> None:
+        pass  # the bug: the drafts that were not accepted stay in self.text
+
+
 # --------------------------------------------------------------------------------------------
 # Broken loops: the signature of speculative_generate
 # --------------------------------------------------------------------------------------------
@@ -210,6 +253,24 @@ def drafter_of(cls: type[ModelDrafter], model: GPT, *args) -> ModelDrafter:
 def with_drafter(cls: type[ModelDrafter], *args) -> Callable:
     def generate(target, drafter, prompt, **kwargs):
         return speculative_generate(target, drafter_of(cls, drafter.model, *args), prompt, **kwargs)
+
+    return generate
+
+
+def with_lookup(cls: type[LookupDrafter]) -> Callable:
+    # the setup's LookupDrafter replaced by a broken one with the same rule
+    def generate(target, drafter, prompt, **kwargs):
+        rule = (drafter.max_ngram, drafter.min_ngram, drafter.prefer)
+        broken = cls(drafter.n_vocab, drafter.n_ctx, *rule)
+        return speculative_generate(target, broken, prompt, **kwargs)
+
+    return generate
+
+
+def with_hybrid(cls: type[HybridDrafter]) -> Callable:
+    # the setup's HybridDrafter replaced by a broken one around the same two drafters
+    def generate(target, drafter, prompt, **kwargs):
+        return speculative_generate(target, cls(drafter.lookup, drafter.fallback), prompt, **kwargs)
 
     return generate
 
@@ -258,7 +319,7 @@ class Variant:
     n: int  # samples in the power test (fewer than the real check)
 
     @property
-    def setup(self) -> str:  # the VERIFY_SETUPS / LOOP_SETUPS entry of the check
+    def setup(self) -> str:  # the VERIFY_SETUPS / ALL_LOOP_SETUPS entry of the check
         return self.check.split(":")[0]
 
 
@@ -345,6 +406,20 @@ CATALOGUE = [
         DrafterSkipsCatchUp.__doc__,
         with_drafter(DrafterSkipsCatchUp),
         "t1_k2:round2",
+        1000,
+    ),
+    broken_loop(
+        "lookup_point_mass_judged_with_soft_q",
+        LookupJudgedWithSoftQ.__doc__,
+        with_hybrid(LookupJudgedWithSoftQ),
+        "hybrid_t1_k2:tokens",
+        1000,
+    ),
+    broken_loop(
+        "lookup_reads_rejected_drafts",
+        LookupKeepsRejectedDrafts.__doc__,
+        with_lookup(LookupKeepsRejectedDrafts),
+        "lookup_topk_k3_eos:round2",
         1000,
     ),
 ]

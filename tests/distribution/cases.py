@@ -1,9 +1,10 @@
 """The sampled checks of the oracle: every setup, its sample size and seed, in one place.
 
-Two families, each corrected with Holm at ALPHA = 1e-3:
+Three families, each corrected with Holm at ALPHA = 1e-3:
 
   verify family   `verify` alone, fed fixed rows or random table models (6 checks)
   loop family     the whole `speculative_generate` on tiny random GPT pairs (15 checks)
+  lookup family   the loop with prompt-lookup drafts and with the hybrid (9 checks)
 
 The real checks (test_sampled_*.py) and the power tests (test_power.py) call the same
 functions below; the power tests only pass a broken implementation and a smaller n.
@@ -19,11 +20,14 @@ w^2 = sum (p1 - p0)^2 / p0 and lambda is the noncentrality giving that power
       binomial test of the A/B acceptance rate sees a shift of 0.014 from 0.8
   loop family (m = 15, alpha/m = 6.7e-5): n = 10 000 runs per setup -> w = 0.056 to 0.058 for
       the accepted-count laws (d = 2..3) and 0.065 to 0.085 for the token laws (d = 9..49)
+  lookup family (m = 9, alpha/m = 1.1e-4): n = 4 000 runs per setup -> w = 0.081 to 0.089
+      for the accepted-count laws (d = 1..3) and 0.11 to 0.13 for the token laws (d = 14..39)
 
 For scale: moving 0.03 of probability between two cells of mass 0.3 is w = 0.077; the broken
 variants of broken.py move their laws by w = 0.15 to 1 (or produce impossible outcomes), so
 the power tests catch them with 1 000 to 8 000 samples. The budget: a loop run costs 1-2 ms,
-so the loop family's 40 000 runs take about a minute on one core.
+so the loop family's 40 000 runs take about a minute on one core; a lookup run costs
+0.5-1 ms (no draft model, or one only in fallback rounds), the lookup family's 12 000 about 8 s.
 """
 
 from __future__ import annotations
@@ -319,3 +323,78 @@ VERIFY_MEMBERS = [
     "greedy_target_k2:emitted",
 ]
 LOOP_MEMBERS = [f"{name}:{law}" for name in LOOP_SETUPS for law in ("tokens", "round1", "round2")]
+
+
+# --------------------------------------------------------------------------------------------
+# lookup family: the loop with drafts copied from the context (reference/lookup.py)
+# --------------------------------------------------------------------------------------------
+
+# The same tiny target as the loop family. Prompts were picked (by the exact laws) so that
+# the lookup matches in round 1 and its drafts are accepted with real probability, and so
+# that every accepted count of rounds 1 and 2 has mass; in the hybrid setup round 1 is a
+# lookup round and round 2 mostly a draft-model round, which must first catch up on the
+# tokens accepted in round 1.
+LOOKUP_SETUPS: dict[str, LoopSetup] = {
+    s.name: s
+    for s in [
+        # temperature + top-k, EOS; n = 3..1, the most recent occurrence
+        LoopSetup(
+            "lookup_topk_k3_eos",
+            5,
+            TARGET,
+            DRAFT,
+            (4, 2, 2, 0, 0, 4),
+            k=3,
+            max_new_tokens=5,
+            sampling=SamplingParams(0.7, top_k=3),
+            eos_id=1,
+            n=4_000,
+            seed=201,
+            lookup=(3, 1, "recent"),
+        ),
+        # temperature + top-p, EOS; n = 2..1, the longest continuation
+        LoopSetup(
+            "lookup_topp_k2_eos",
+            5,
+            TARGET,
+            DRAFT,
+            (4, 2, 3, 2),
+            k=2,
+            max_new_tokens=5,
+            sampling=SamplingParams(1.2, top_p=0.9),
+            eos_id=0,
+            n=4_000,
+            seed=202,
+            lookup=(2, 1, "longest"),
+        ),
+        # the hybrid: lookup on n = 2 only, else the draft model; plain sampling, length 5
+        LoopSetup(
+            "hybrid_t1_k2",
+            5,
+            TARGET,
+            DRAFT,
+            (4, 2, 2, 2),
+            k=2,
+            max_new_tokens=5,
+            sampling=SamplingParams(1.0),
+            eos_id=None,
+            n=4_000,
+            seed=203,
+            lookup=(2, 2, "longest"),
+            hybrid=True,
+        ),
+    ]
+}
+ALL_LOOP_SETUPS = LOOP_SETUPS | LOOKUP_SETUPS  # where a broken variant's check may live
+
+
+def lookup_family(generate: Callable, verify_fn: Callable | None) -> dict[str, CheckResult]:
+    results: dict[str, CheckResult] = {}
+    for setup in LOOKUP_SETUPS.values():
+        results |= run_loop_setup(generate, setup, verify_fn=verify_fn)
+    return results
+
+
+LOOKUP_MEMBERS = [
+    f"{name}:{law}" for name in LOOKUP_SETUPS for law in ("tokens", "round1", "round2")
+]

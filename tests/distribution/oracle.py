@@ -11,7 +11,9 @@ Three parts, each small enough to read on its own:
    from a tiny GPT's *uncached* forward of the context, or from random tables keyed by the
    context; the law of one speculative round by enumerating the drafts with their q
    probabilities and verify's outcomes with `reference.verification.verify_law`; the law of the
-   whole speculative procedure by chaining rounds; the target's own autoregressive law.
+   whole speculative procedure by chaining rounds; the target's own autoregressive law. A
+   prompt-lookup drafter is a proposer object (LookupProposals, HybridProposals): one
+   deterministic draft per context with one-hot q rows, its rule written here on its own.
    The emission step is the real `reference.speculative.emitted_tokens` and the draft length
    of a round the real `round_draft_length`, so the evaluator follows the loop's policy.
 3. Samplers: run an implementation of `verify` or of `speculative_generate` n times with a
@@ -33,6 +35,7 @@ from scipy import optimize, stats
 
 from lab import standins
 from reference.drafters import Draft, ModelDrafter
+from reference.lookup import HybridDrafter, LookupDrafter
 from reference.model import GPT
 from reference.sampling import SamplingParams, probabilities
 from reference.speculative import emitted_tokens, round_draft_length
@@ -338,6 +341,74 @@ class PointMassRows:
         return row
 
 
+def lookup_draft(context: Context, k: int, max_ngram: int, min_ngram: int, prefer: str) -> Context:
+    """Prompt lookup's rule, written here on its own (not reference/lookup.py's code): for
+    n = max_ngram .. min_ngram, the earlier occurrences of the last n tokens that end before
+    the last token; the first n with one wins; copy up to k tokens after the most recent
+    occurrence ("recent") or after the one with the longest continuation, capped at k, the
+    more recent on a tie ("longest"). Nothing when no n matches."""
+    T = len(context)
+    for n in range(max_ngram, min_ngram - 1, -1):
+        if k == 0 or n > T - 1:
+            continue
+        starts = [i for i in range(T - n) if context[i : i + n] == context[T - n :]]
+        if starts:
+            if prefer == "recent":
+                i = max(starts)
+            else:
+                i = max(starts, key=lambda i: (min(k, T - n - i), i))
+            return tuple(context[i + n : i + n + k])
+    return ()
+
+
+class LookupProposals:
+    """A prompt-lookup drafter as the exact laws see it: at each context ONE draft, with
+    probability 1, judged with one-hot q rows (the law of a token that was chosen)."""
+
+    margin = math.inf  # no discrete choice on float rows
+
+    def __init__(self, n_vocab: int, max_ngram: int, min_ngram: int, prefer: str) -> None:
+        self.n_vocab = n_vocab
+        self.rule = (max_ngram, min_ngram, prefer)
+
+    def draft(self, context: Context, k: int) -> Context:
+        return lookup_draft(context, k, *self.rule)
+
+    def outcomes(self, context: Context, k: int) -> Iterator[tuple[Context, np.ndarray, float]]:
+        drafts = self.draft(context, k)
+        yield drafts, np.eye(self.n_vocab)[np.asarray(drafts, dtype=np.int64)], 1.0
+
+
+class HybridProposals:
+    """The hybrid drafter: the lookup's one draft when it matches, else every draft of the
+    fallback's q rows, each with its probability."""
+
+    def __init__(self, lookup: LookupProposals, fallback: Rows) -> None:
+        self.lookup = lookup
+        self.fallback = fallback
+
+    @property
+    def margin(self) -> float:
+        return getattr(self.fallback, "margin", math.inf)
+
+    def outcomes(self, context: Context, k: int) -> Iterator[tuple[Context, np.ndarray, float]]:
+        if self.lookup.draft(context, k):
+            yield from self.lookup.outcomes(context, k)
+        else:
+            yield from draft_outcomes(self.fallback, context, k)
+
+
+def draft_outcomes(q_rows, context: Context, k: int) -> Iterator[tuple[Context, np.ndarray, float]]:
+    """Every draft the drafter can propose at `context` (k_round = k), the q rows it reports
+    and its probability: (drafts [m], Q [m, V], w). Rows: x_i ~ q(. | context, x_<i), m = k;
+    a proposer object (LookupProposals, HybridProposals): its own outcomes, m <= k."""
+    if hasattr(q_rows, "outcomes"):
+        yield from q_rows.outcomes(context, k)
+        return
+    for drafts, w in draft_paths(q_rows, context, k):
+        yield drafts, round_rows(q_rows, q_rows, context, drafts)[1], w
+
+
 def draft_paths(q_rows: Rows, context: Context, k: int) -> Iterator[tuple[Context, float]]:
     """Every draft x_1..x_k with its probability prod_i q_i(x_i | context, x_<i)."""
     if k == 0:
@@ -370,14 +441,15 @@ def round_law(
 ) -> Law:
     """Exact law of one round: {(accepted, emitted tokens): probability}.
 
-    Drafts are enumerated with their q probabilities, verify's outcome comes from the real
+    Drafts are enumerated with their q probabilities (or, for a proposer object such as
+    LookupProposals, taken from its outcomes), verify's outcome comes from the real
     `verify_law` (or `law_fn`, to show that a wrong rule fails), and the emitted tokens from
     the real `emitted_tokens` (EOS and length cut).
     """
     remaining = k + 1 if remaining is None else remaining
     law: dict = {}
-    for drafts, w in draft_paths(q_rows, context, k):
-        P, Q = round_rows(p_rows, q_rows, context, drafts)
+    for drafts, Q, w in draft_outcomes(q_rows, context, k):
+        P = np.stack([p_rows(context + drafts[:i]) for i in range(len(drafts) + 1)])
         tokens = np.asarray(drafts, dtype=np.int64)
         for (accepted, token), pv in law_fn(P, Q, drafts).items():
             v = Verification(accepted, token)
@@ -533,9 +605,26 @@ class LoopSetup:
     n: int  # samples of the real check
     seed: int  # seed of the real check's generator
     n_ctx: int = 16
+    lookup: tuple | None = None  # (max_ngram, min_ngram, prefer): draft by prompt lookup
+    hybrid: bool = False  # with `lookup`: the lookup when it matches, else the draft model
 
     def target_model(self) -> GPT:
         return tiny_gpt(self.n_vocab, self.n_ctx, *self.target)
+
+    def make_drafter(self):
+        """The drafter the real loop runs: a ModelDrafter, a LookupDrafter or a hybrid."""
+        if self.lookup is None:
+            return ModelDrafter(self.draft_model())
+        lookup = LookupDrafter(self.n_vocab, self.n_ctx, *self.lookup)
+        return HybridDrafter(lookup, ModelDrafter(self.draft_model())) if self.hybrid else lookup
+
+    def draft_law(self, sampling: SamplingParams):
+        """What the exact laws enumerate for this drafter (oracle code, not the drafter's)."""
+        model_rows = ModelRows(self.draft_model(), sampling)
+        if self.lookup is None:
+            return model_rows
+        lookup = LookupProposals(self.n_vocab, *self.lookup)
+        return HybridProposals(lookup, model_rows) if self.hybrid else lookup
 
     def draft_model(self) -> GPT:
         if len(self.draft) == 2:
@@ -575,7 +664,7 @@ class LoopLaws:
 @cache
 def loop_laws(setup: LoopSetup) -> LoopLaws:
     p_rows = ModelRows(setup.target_model(), setup.sampling)
-    q_rows = ModelRows(setup.draft_model(), setup.sampling)
+    q_rows = setup.draft_law(setup.sampling)
     kw = dict(max_new_tokens=setup.max_new_tokens, eos_id=setup.eos_id)
     joint = speculative_law(p_rows, q_rows, setup.prompt, k=setup.k, **kw)
     return LoopLaws(
@@ -604,7 +693,7 @@ def sample_loop(
     read "raised <type>", an outcome that every exact law gives probability 0.
     """
     rng = np.random.default_rng(seed)
-    target, drafter = setup.target_model(), ModelDrafter(setup.draft_model())
+    target, drafter = setup.target_model(), setup.make_drafter()
     kwargs = dict(
         k=setup.k,
         max_new_tokens=setup.max_new_tokens,

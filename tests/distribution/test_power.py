@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from .broken import VARIANTS
-from .cases import LOOP_SETUPS, VERIFY_SETUPS, run_loop_setup
+from .cases import ALL_LOOP_SETUPS, VERIFY_SETUPS, run_loop_setup
 from .oracle import POWER_P
 
 pytestmark = pytest.mark.distribution
@@ -23,7 +23,7 @@ def test_catalogue():
     assert len(VARIANTS) >= 10
     for variant in VARIANTS.values():
         assert variant.doc and variant.doc.strip(), f"{variant.name} needs a description"
-        assert variant.n < (VERIFY_SETUPS.get(variant.setup) or LOOP_SETUPS[variant.setup]).n
+        assert variant.n < (VERIFY_SETUPS.get(variant.setup) or ALL_LOOP_SETUPS[variant.setup]).n
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -32,7 +32,7 @@ def test_oracle_rejects(name):
     if variant.kind == "verify":
         results = VERIFY_SETUPS[variant.setup].run(variant.implementation, n=variant.n)
     else:
-        setup = LOOP_SETUPS[variant.setup]
+        setup = ALL_LOOP_SETUPS[variant.setup]
         results = run_loop_setup(variant.implementation, setup, n=variant.n, record_errors=True)
     result = results[variant.check]
     assert result.p_value < POWER_P, (

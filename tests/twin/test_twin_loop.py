@@ -172,3 +172,24 @@ def test_the_twins_distributions_equal_the_references(sampling):
     np.testing.assert_allclose(
         to_host(twin_probabilities(logits, sampling)), probabilities(logits, sampling), atol=1e-6
     )
+
+
+@pytest.mark.parametrize("hybrid", [False, True], ids=["lookup", "hybrid"])
+def test_twin_runs_the_host_side_lookup_drafters(pair, hybrid):
+    """gpu.LookupDrafter / gpu.HybridDrafter are the reference's own host drafters: the twin's
+    loop checks their proposals on the host and copies them over; greedy equals the reference.
+    (The hybrid's fallback is a reference ModelDrafter, so the whole hybrid stays on the host.)"""
+    target, draft = pair
+    assert gpu.LookupDrafter is reference.LookupDrafter
+    assert gpu.HybridDrafter is reference.HybridDrafter
+    lookup = gpu.LookupDrafter(target.n_vocab, target.config.n_ctx)
+    drafter = gpu.HybridDrafter(lookup, reference.ModelDrafter(draft)) if hybrid else lookup
+    prompt = ids(PROMPTS[0] + b"\n\n" + PROMPTS[0])
+    kw = dict(max_new_tokens=24, rng=np.random.default_rng(0), sampling=GREEDY)
+    ours = gpu.speculative_generate(
+        gpu.GPT(target.config, target.params), drafter, prompt, k=4, **kw
+    )
+    theirs = reference.speculative_generate(target, drafter, prompt, k=4, **kw)
+    assert ours.tokens == theirs.tokens == reference.generate(target, prompt, **kw)
+    assert ours.stats.accepted_per_round == theirs.stats.accepted_per_round
+    assert ours.stats.accepted > 0

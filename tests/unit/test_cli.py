@@ -79,3 +79,12 @@ def test_bench_on_the_gpu_twin_prints_its_tables(tmp_path, capsys):
     assert "backend: numpy" in out or "backend: cupy" in out
     assert "| batch | AR tok/s | spec tok/s |" in out
     assert (tmp_path / "gpu_bench.json").is_file()
+
+
+@pytest.mark.parametrize("drafter", ["lookup", "hybrid"])
+def test_demo_with_a_drafter_without_a_second_model_stays_exact(drafter, capsys):
+    args = ["demo", "--drafter", drafter, "--max-new-tokens", "24", "--no-colour"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"drafter: {drafter}" in out
+    assert "identical to autoregressive output: yes" in out

@@ -46,9 +46,9 @@ def test_the_checker_sees_a_forbidden_import(tmp_path):
 
 
 def test_the_core_holds_only_core_files():
-    """config, tokenizer, model, KV cache, sampling, verification, drafters, the loops
-    (one sequence, and a ragged batch), checkpoint I/O and input checks: nothing else lives
-    in reference/."""
+    """config, tokenizer, model, KV cache, sampling, verification, drafters (a draft model;
+    prompt lookup and the hybrid), the loops (one sequence, and a ragged batch), checkpoint
+    I/O and input checks: nothing else lives in reference/."""
     expected = {
         "__init__",
         "config",
@@ -58,6 +58,7 @@ def test_the_core_holds_only_core_files():
         "sampling",
         "verification",
         "drafters",
+        "lookup",
         "speculative",
         "batch",
         "autoregressive",
