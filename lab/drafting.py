@@ -16,7 +16,10 @@ def make_drafter(name: str, core, target, draft, min_confidence: float | None = 
         raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, got {name!r}")
     if name == "model":
         return core.ModelDrafter(draft, min_confidence)
-    lookup = core.LookupDrafter(target.n_vocab, target.config.n_ctx)
     if name == "lookup":
-        return lookup
+        return core.LookupDrafter(target.n_vocab, target.config.n_ctx)
+    # In a hybrid, a match of one or two bytes is weak evidence and hides the draft model
+    # (at byte level almost every token has occurred before): only matches of 3-4 tokens
+    # take over (measured in docs/benchmarks.md, "Drafting without a second model").
+    lookup = core.LookupDrafter(target.n_vocab, target.config.n_ctx, max_ngram=4, min_ngram=3)
     return core.HybridDrafter(lookup, core.ModelDrafter(draft, min_confidence))
