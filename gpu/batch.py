@@ -29,26 +29,22 @@ from gpu.sampling import probabilities
 from gpu.speculative import check_rows_finite, device_draft
 from gpu.verification import decide
 from reference import batch as reference_batch
-from reference.autoregressive import check_eos
 from reference.batch import (
-    check_batch,
+    check_batch_inputs,
     check_batched_forward,
     merge_heads_batch,
     pad_right,
+    run_batch_rounds,
     split_heads_batch,
 )
-from reference.checks import check_generator, check_positive_int
 from reference.drafters import Draft, Drafter
 from reference.kv_cache import catch_up_tokens
-from reference.sampling import SamplingParams, check_sampling
+from reference.sampling import SamplingParams
 from reference.speculative import (
     CacheSpan,
     Round,
     SpeculativeResult,
-    SpeculativeStats,
     cache_span_start,
-    emitted_tokens,
-    round_draft_length,
 )
 from reference.verification import Verification
 
@@ -287,39 +283,19 @@ def speculative_generate_batch(
     target = as_twin_model(target)
     if not isinstance(drafters, (str, bytes)) and hasattr(drafters, "__len__"):
         drafters = [as_twin_drafter(d) for d in drafters]
-    k = check_positive_int(k, "k")
-    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
-    check_generator(rng)
-    check_sampling(sampling)
-    eos_id = check_eos(eos_id, target.n_vocab)
-    prompts = check_batch(target, drafters, prompts, max_new_tokens)
-
-    B = len(prompts)
-    cache = new_batch_cache(target, B)
-    batched_prefill(target, cache, drafters, prompts)
-
-    contexts = [prompt.copy() for prompt in prompts]
-    outs: list[list[int]] = [[] for _ in range(B)]
-    stats = [SpeculativeStats(k=k) for _ in range(B)]
-    while not all(s.stop_reason for s in stats):
-        k_rounds = [
-            None if stats[b].stop_reason else round_draft_length(k, max_new_tokens - len(outs[b]))
-            for b in range(B)
-        ]
-        rounds = batched_round(target, cache, drafters, contexts, k_rounds, sampling, rng)
-        for b, rnd in enumerate(rounds):
-            if rnd is None:
-                continue
-            emitted = emitted_tokens(
-                rnd.verification, rnd.draft, eos_id, max_new_tokens - len(outs[b])
-            )
-            stats[b].record(rnd.k, rnd.verification.accepted)
-            outs[b].extend(emitted)
-            contexts[b] = np.concatenate([contexts[b], np.asarray(emitted, dtype=np.int64)])
-            if eos_id is not None and emitted and emitted[-1] == eos_id:
-                stats[b].stop_reason = "eos"
-            elif len(outs[b]) >= max_new_tokens:
-                stats[b].stop_reason = "length"
-    for b in range(B):
-        stats[b].emitted = len(outs[b])
-    return [SpeculativeResult(tokens=outs[b], stats=stats[b]) for b in range(B)]
+    prompts, k, max_new_tokens, eos_id = check_batch_inputs(
+        target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id
+    )
+    return run_batch_rounds(
+        target,
+        drafters,
+        prompts,
+        k,
+        max_new_tokens,
+        rng,
+        sampling,
+        eos_id,
+        new_cache=new_batch_cache,
+        prefill=batched_prefill,
+        round_fn=batched_round,
+    )

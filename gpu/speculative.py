@@ -31,11 +31,10 @@ from gpu.kv_cache import KVCache
 from gpu.model import GPT, as_twin_model
 from gpu.sampling import probabilities
 from gpu.verification import decide
-from reference.autoregressive import check_eos, check_length_budget
-from reference.checks import as_token_array, check_clock, check_generator, check_positive_int
+from reference.checks import check_clock
 from reference.drafters import Draft, Drafter
 from reference.kv_cache import catch_up_tokens
-from reference.sampling import SamplingParams, check_sampling
+from reference.sampling import SamplingParams
 from reference.speculative import (
     CacheSpan,
     Round,
@@ -44,10 +43,8 @@ from reference.speculative import (
     SpeculativeStats,
     cache_span_start,
     check_draft,
-    check_pair,
-    emitted_tokens,
-    prefill,
-    round_draft_length,
+    check_loop_inputs,
+    run_rounds,
 )
 from reference.verification import Verification
 
@@ -172,51 +169,26 @@ def speculative_generate(
     verify_fn: Callable[..., Verification] | None = None,
     clock=None,
 ) -> SpeculativeResult:
-    # prompt [n] -> SpeculativeResult(tokens [<= max_new_tokens], stats, trace), as the
-    # reference's. A reference GPT or ModelDrafter is accepted too: its weights are copied to
-    # the device once (and remembered), so the oracle can hand the twin its own models.
+    # prompt [n] -> SpeculativeResult(tokens [<= max_new_tokens], stats, trace): the
+    # reference's checks and loop (`run_rounds`) around the twin's round. A reference GPT or
+    # ModelDrafter is accepted too: its weights are copied to the device once (and
+    # remembered), so the oracle can hand the twin its own models.
     target, drafter = as_twin_model(target), as_twin_drafter(drafter)
-    check_pair(target, drafter)
-    prompt = as_token_array(prompt, target.n_vocab, "prompt")
-    k = check_positive_int(k, "k")
-    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
-    check_generator(rng)
-    check_sampling(sampling)
-    eos_id = check_eos(eos_id, target.n_vocab)
-    check_length_budget(len(prompt), max_new_tokens, target.config.n_ctx, "target")
-    check_length_budget(len(prompt), max_new_tokens, drafter.n_ctx, "drafter")
-    if verify_fn is not None and not callable(verify_fn):
-        raise TypeError(f"verify_fn must be callable or None, got {type(verify_fn).__name__}")
-    clock = check_clock(clock)
-    clock.restart()
-
-    cache = target.new_cache()
-    prefill(target, cache, drafter, prompt)
-    clock.mark("prefill")
-    context = prompt.copy()
-    out: list[int] = []
-    stats = SpeculativeStats(k=k)
-    rounds: list[RoundTrace] | None = [] if trace else None
-
-    while True:
-        remaining = max_new_tokens - len(out)
-        k_round = round_draft_length(k, remaining)
-        rnd = speculative_round(
-            target, cache, drafter, context, k_round, sampling, rng, verify_fn, clock
-        )
-        emitted = emitted_tokens(rnd.verification, rnd.draft, eos_id, remaining)
-        stats.record(rnd.k, rnd.verification.accepted)
-        if rounds is not None:
-            rounds.append(RoundTrace.of(host_round(rnd), len(context), emitted))
-        out.extend(emitted)
-        context = np.concatenate([context, np.asarray(emitted, dtype=np.int64)])
-        clock.mark("other")
-        if eos_id is not None and emitted and emitted[-1] == eos_id:
-            stats.stop_reason = "eos"
-            break
-        if len(out) >= max_new_tokens:
-            stats.stop_reason = "length"
-            break
-
-    stats.emitted = len(out)
-    return SpeculativeResult(tokens=out, stats=stats, trace=rounds)
+    prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
+        target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
+    )
+    return run_rounds(
+        target,
+        drafter,
+        prompt,
+        k,
+        max_new_tokens,
+        rng,
+        sampling,
+        eos_id,
+        trace,
+        verify_fn,
+        clock,
+        round_fn=speculative_round,
+        traced=host_round,
+    )

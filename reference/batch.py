@@ -530,16 +530,47 @@ def speculative_generate_batch(
     of one reproduces it token for token from the same seed. Each sequence's tokens follow
     the target's own law for its prompt, and sequences are independent of each other.
     """
+    prompts, k, max_new_tokens, eos_id = check_batch_inputs(
+        target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id
+    )
+    return run_batch_rounds(target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id)
+
+
+def check_batch_inputs(target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id):
+    # every check of `speculative_generate_batch`, before any drafter is reset
+    # -> (prompts as int64 arrays, k, max_new_tokens, eos_id)
     k = check_positive_int(k, "k")
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     check_generator(rng)
     check_sampling(sampling)
     eos_id = check_eos(eos_id, target.n_vocab)
-    prompts = check_batch(target, drafters, prompts, max_new_tokens)  # before any reset
+    prompts = check_batch(target, drafters, prompts, max_new_tokens)
+    return prompts, k, max_new_tokens, eos_id
+
+
+def run_batch_rounds(
+    target,
+    drafters,
+    prompts,
+    k,
+    max_new_tokens,
+    rng,
+    sampling,
+    eos_id,
+    new_cache=None,
+    prefill=None,
+    round_fn=None,
+) -> list[SpeculativeResult]:
+    # The batched loop on checked inputs: prefill, rounds until every sequence has stopped,
+    # per-sequence statistics. `new_cache`, `prefill` and `round_fn` (defaults: this file's
+    # `new_batch_cache`, `batched_prefill`, `batched_round`) let the GPU twin run this same
+    # loop with its own cache and round.
+    new_cache, prefill = new_cache or new_batch_cache, prefill or batched_prefill
+    round_fn = round_fn or batched_round
 
     B = len(prompts)
-    cache = new_batch_cache(target, B)
-    batched_prefill(target, cache, drafters, prompts)
+    cache = new_cache(target, B)
+    prefill(target, cache, drafters, prompts)
     contexts = [prompt.copy() for prompt in prompts]
     outs: list[list[int]] = [[] for _ in range(B)]
     stats = [SpeculativeStats(k=k) for _ in range(B)]
@@ -550,7 +581,7 @@ def speculative_generate_batch(
             None if stats[b].stop_reason else round_draft_length(k, max_new_tokens - len(outs[b]))
             for b in range(B)
         ]
-        rounds = batched_round(target, cache, drafters, contexts, k_rounds, sampling, rng)
+        rounds = round_fn(target, cache, drafters, contexts, k_rounds, sampling, rng)
         for b, rnd in enumerate(rounds):
             if rnd is None:
                 continue

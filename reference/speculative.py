@@ -191,8 +191,10 @@ class RoundTrace:
         """Draft i is accepted (i < accepted), the one rejected (i == accepted), or never
         examined (after the rejection: its row was conditioned on a rejected token)."""
         a = self.accepted
-        return [ACCEPTED if i < a else REJECTED if i == a else NEVER_EXAMINED
-                for i in range(len(self.draft_tokens))]
+        return [
+            ACCEPTED if i < a else REJECTED if i == a else NEVER_EXAMINED
+            for i in range(len(self.draft_tokens))
+        ]
 
     @property
     def p_of_drafts(self) -> np.ndarray:  # [k_round]: p_i(x_i)
@@ -340,6 +342,19 @@ def speculative_generate(
     # verify_fn: another implementation of `verify` to run inside the loop (the oracle's
     # plug-in point); None is the reference's. `clock` (e.g. lab.timing.StageClock) is
     # charged "prefill", then per round "draft", "target", "verify" and "other".
+    prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
+        target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
+    )
+    return run_rounds(
+        target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, trace, verify_fn, clock
+    )
+
+
+def check_loop_inputs(
+    target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
+):
+    # every check of `speculative_generate`, before anything is written
+    # -> (prompt [n] int64, k, max_new_tokens, eos_id, clock)
     check_pair(target, drafter)
     prompt = as_token_array(prompt, target.n_vocab, "prompt")
     k = check_positive_int(k, "k")
@@ -351,9 +366,30 @@ def speculative_generate(
     check_length_budget(len(prompt), max_new_tokens, drafter.n_ctx, "drafter")
     if verify_fn is not None and not callable(verify_fn):
         raise TypeError(f"verify_fn must be callable or None, got {type(verify_fn).__name__}")
-    clock = check_clock(clock)
-    clock.restart()
+    return prompt, k, max_new_tokens, eos_id, check_clock(clock)
 
+
+def run_rounds(
+    target,
+    drafter,
+    prompt,
+    k,
+    max_new_tokens,
+    rng,
+    sampling,
+    eos_id,
+    trace,
+    verify_fn,
+    clock,
+    round_fn=None,
+    traced=None,
+) -> SpeculativeResult:
+    # The loop itself, on checked inputs: prefill, rounds until EOS or the length limit,
+    # statistics and the trace recorded outside each round. `round_fn` (default
+    # `speculative_round`) and `traced` (a Round -> the Round the trace keeps) let the GPU
+    # twin run this same loop around its own round.
+    round_fn = round_fn or speculative_round
+    clock.restart()
     cache = target.new_cache()
     prefill(target, cache, drafter, prompt)
     clock.mark("prefill")
@@ -365,13 +401,11 @@ def speculative_generate(
     while True:
         remaining = max_new_tokens - len(out)
         k_round = round_draft_length(k, remaining)
-        rnd = speculative_round(
-            target, cache, drafter, context, k_round, sampling, rng, verify_fn, clock
-        )
+        rnd = round_fn(target, cache, drafter, context, k_round, sampling, rng, verify_fn, clock)
         emitted = emitted_tokens(rnd.verification, rnd.draft, eos_id, remaining)
         stats.record(rnd.k, rnd.verification.accepted)
         if rounds is not None:
-            rounds.append(RoundTrace.of(rnd, len(context), emitted))
+            rounds.append(RoundTrace.of(traced(rnd) if traced else rnd, len(context), emitted))
         out.extend(emitted)
         context = np.concatenate([context, np.asarray(emitted, dtype=np.int64)])
         clock.mark("other")
