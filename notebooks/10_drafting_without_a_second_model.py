@@ -1,0 +1,329 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 10 · Drafting without a second model: prompt lookup
+#
+# *Article §10.2. Code: `reference/lookup.py` (`LookupDrafter`, `HybridDrafter`,
+# `lookup_continuation`, `match_end`), `lab/drafting.py` (`make_drafter`), `lab/bench.py`
+# (`run_bench`, `COPY_PROMPTS`). Tests: `tests/unit/test_lookup.py`,
+# `tests/distribution/test_lookup_law.py`. Text: `docs/algorithm.md`, "Drafts without a
+# second model".*
+#
+# So far the drafts came from a second, smaller model (notebook 03). That model has to be
+# trained, loaded and run k times per round. But text often repeats itself: code uses the
+# same names again and again and re-emits whole lines, a table continues its pattern, an
+# answer quotes its question. Where that happens, a draft can simply be **copied**:
+#
+# 1. take the last n tokens of the committed text (prompt + what was generated so far);
+# 2. find an earlier place where the same n tokens occur;
+# 3. propose the tokens that followed them there (at most k).
+#
+# This is *prompt lookup* (or n-gram drafting). There is no network at all: a draft costs a
+# scan of the text. `LookupDrafter` tries n = 3 first and shorter n down to 1 (a longer
+# match is better evidence), and copies from the most recent earlier occurrence.
+
+# %%
+import os
+import tempfile
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+from IPython.display import Image, display
+
+import reference
+from lab.bench import COPY_PROMPTS, held_out_code_prompts, run_bench
+from lab.bundled import bundled_pair_available, load_bundled_pair
+from lab.costs import measure_costs
+from lab.drafting import make_drafter
+from lab.fast_cpu import fast
+from lab.figures.style import FATE_COLOURS, box, display_token, legend_patches, save
+from lab.standins import random_pair
+from reference import LookupDrafter, SamplingParams, generate, probabilities, speculative_generate
+from reference.lookup import lookup_continuation, match_end
+from reference.sampling import GREEDY
+from reference.tokenizer import decode, encode
+from reference.verification import verify_law
+
+FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
+target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
+target, draft = fast(target), fast(draft)  # the CPU fast path, as `specdec bench` runs
+K = 7  # the longest draft of this notebook (the bench below also tries 3)
+
+# %% [markdown]
+# ## 1. One real match
+#
+# A copy-heavy prompt from `lab.bench.COPY_PROMPTS`: a getter, a setter and another getter.
+# We let the target continue it greedily, then ask the lookup, at every point of that
+# continuation, what it would have proposed. Below is the point where the copy agreed
+# longest with what the target really wrote next — a best case, chosen on purpose to show
+# the mechanism (section 3 shows ordinary rounds).
+
+# %%
+prompt = encode(COPY_PROMPTS[3])
+written = np.array(generate(target, prompt, max_new_tokens=32, rng=np.random.default_rng(0),
+                            sampling=GREEDY))
+text = np.concatenate([prompt, written])
+lookup = LookupDrafter(target.n_vocab, target.config.n_ctx)  # n = 3 .. 1, "recent"
+
+
+def agreement(t):
+    # the lookup's drafts at text[:t] against what the target wrote next: (how many agree in
+    # a row, how many of those are not spaces; a copy of indentation alone shows little)
+    proposal = lookup_continuation(text[:t], K, lookup.max_ngram, lookup.min_ngram, "recent")
+    nxt = text[t : t + len(proposal)]
+    run = int(np.cumprod(proposal[: len(nxt)] == nxt).sum())
+    return run, int((proposal[:run] != ord(" ")).sum())
+
+
+cut = max(range(len(prompt), len(text)), key=lambda t: agreement(t)[::-1])  # the best point
+context = text[:cut]
+proposal = lookup.propose(context, K, GREEDY, np.random.default_rng(0))
+# where that proposal came from: the longest n (3, 2, 1) whose last n tokens occurred before
+n = next(n for n in range(lookup.max_ngram, lookup.min_ngram - 1, -1)
+         if match_end(context, n, K, "recent") is not None)
+e = match_end(context, n, K, "recent")  # the earlier occurrence is context[e-n:e]
+assert np.array_equal(context[e : e + len(proposal.tokens)], proposal.tokens)
+print(f"context ends with {decode(context[-12:])!r}; the last n = {n} tokens "
+      f"{decode(context[-n:])!r} occurred before at {e - n}..{e - 1}")
+print(f"proposed: {decode(proposal.tokens)!r};  the target then wrote: "
+      f"{decode(text[cut : cut + K])!r}")
+print("q rows:", proposal.q.shape, " q_i(x_i):", proposal.q[np.arange(K), proposal.tokens])
+
+
+# %%
+def draw_lookup_match(context, n, e, drafts, truth, path):
+    # the context as boxes, one line of code per row; the last n tokens and their earlier
+    # occurrence, the tokens copied from there, and the proposal with the target's verdict
+    row, col, where = 0, 0, []  # where[i] = (row, column) of context[i]
+    for tok in context:
+        where.append((row, col))
+        row, col = (row + 1, 0) if tok == ord("\n") else (row, col + 1)
+    n_rows = row + 2  # the context's rows and one for the target's verdicts
+    width = max(max(c for _, c in where), where[-1][1] + len(drafts)) + 1
+    fig, ax = plt.subplots(figsize=(0.24 * width, 0.27 * n_rows + 0.5))
+    colours = {f"the last n = {n} tokens, and where they occurred before": "#f5c26b",
+               "what followed them there": FATE_COLOURS["draft"],
+               "the proposal (q = one-hot)": "#b9a6e8"}
+    face = list(colours.values())
+    T = len(context)
+    for i, ((r, c), tok) in enumerate(zip(where, context, strict=True)):
+        colour = (face[0] if T - n <= i or e - n <= i < e else
+                  face[1] if e <= i < e + len(drafts) else FATE_COLOURS["context"])
+        box(ax, c, -r, display_token(tok), colour, size=7)
+    r, c = where[-1]
+    for j, (tok, right) in enumerate(zip(drafts, truth, strict=False)):
+        box(ax, c + 1 + j, -r, display_token(tok), face[2], ls="--", size=7, weight="bold")
+        ax.text(c + 1 + j, -r - 0.85, "✓" if tok == right else "✗", ha="center", va="center",
+                color="#2e7d32" if tok == right else "#c62828", fontsize=8)
+    ax.text(c + 1, -r - 1.45, "✓ / ✗: what the target wrote next", fontsize=7, color="#555555")
+    ax.set_xlim(-0.7, width - 0.3)
+    ax.set_ylim(-n_rows - 0.2, 0.7)
+    ax.axis("off")
+    ax.legend(handles=legend_patches(colours), loc="lower center", bbox_to_anchor=(0.5, 1.0),
+              ncol=3, fontsize=7, frameon=False)
+    ax.set_title("Prompt lookup: copy what followed the last earlier occurrence", fontsize=9,
+                 pad=22)
+    return save(fig, path)
+
+
+path = draw_lookup_match(context, n, e, proposal.tokens, text[cut : cut + K],
+                         FIGURES / "lookup_match.png")
+display(Image(filename=str(path)))
+
+# %% [markdown]
+# The drafter hands back a `Draft` like any other: tokens, and the q rows they came from.
+# Here those rows are **one-hot**. The tokens were not drawn from a distribution; they were
+# chosen by a rule that reads only the committed text. The law they came from is a point
+# mass, and that is exactly what the lookup reports.
+#
+# ## 2. Why copying is exact
+#
+# Nothing new is needed in `verify`. With q = one-hot(x), its rule becomes:
+#
+# * accept x with probability min(1, p(x) / q(x)) = min(1, p(x) / 1) = **p(x)**;
+# * on a rejection, sample from norm(max(0, p − one-hot(x))): **p with x removed**,
+#   renormalised, r(y) = p(y) / (1 − p(x)) for y ≠ x;
+# * so P(emit y) = [y = x]·p(x) + (1 − p(x))·r(y) = p(y) for every y.
+#
+# We check it with `verify_law`, the exact law of `verify`'s output for given drafts, on the
+# target's real rows for the proposal above, at temperature 0.8 (sampling, as in the bench
+# below).
+
+# %%
+sampling = SamplingParams(temperature=0.8)
+logits = target.forward(np.concatenate([context, proposal.tokens]))[-(K + 1):]  # [K+1, V]
+p_rows = probabilities(logits.astype(np.float64), sampling)  # row i scores draft i; row K: bonus
+law = verify_law(p_rows, proposal.q, proposal.tokens)  # {(accepted, token): probability}
+
+x = int(proposal.tokens[0])
+first = np.zeros(target.n_vocab)  # the law of the first emitted token
+for (accepted, token), mass in law.items():
+    first[x if accepted > 0 else token] += mass
+print(f"x1 = {display_token(x)!r}: p1(x1) = {p_rows[0, x]:.4f}, "
+      f"P(x1 accepted) = {sum(m for (a, _), m in law.items() if a > 0):.4f}")
+print(f"max |law of the first emitted token - p1| = {np.abs(first - p_rows[0]).max():.1e}")
+rejected = np.array([law.get((0, y), 0.0) for y in range(target.n_vocab)])
+residual = rejected / rejected.sum()  # the law of the token emitted after a rejection of x1
+expected = np.where(np.arange(target.n_vocab) == x, 0.0, p_rows[0]) / (1 - p_rows[0, x])
+print(f"after a rejection: x1 has mass {residual[x]:.1e}; "
+      f"max |residual - p1 without x1| = {np.abs(residual - expected).max():.1e}")
+
+# %% [markdown]
+# The same rows tell the price of a point mass. Draft i is examined only if drafts 1 … i−1
+# were accepted, so P(at least i accepted) = p₁(x₁) · … · p_i(x_i): every copied token must
+# be one the target itself would pick with high probability. A draft model does better
+# under sampling, because its q spreads its mass like p does and min(1, p/q) is often 1.
+
+# %%
+p_of_drafts = p_rows[np.arange(K), proposal.tokens]
+at_least = [sum(m for (a, _), m in law.items() if a >= i) for i in range(1, K + 1)]
+print("i                    ", "  ".join(f"{i:5d}" for i in range(1, K + 1)))
+print("p_i(x_i) at T = 0.8  ", "  ".join(f"{v:5.3f}" for v in p_of_drafts))
+print("P(>= i accepted)     ", "  ".join(f"{v:5.3f}" for v in at_least))
+print("product p_1..p_i     ", "  ".join(f"{v:5.3f}" for v in np.cumprod(p_of_drafts)))
+
+# %% [markdown]
+# ## 3. Running it: lookup alone, and the hybrid
+#
+# `lab.drafting.make_drafter(name, reference, target, draft)` builds the drafters the CLI
+# and the bench run by name:
+#
+# * `"lookup"`: `LookupDrafter`, n = 3 … 1. When nothing matches it proposes nothing, and
+#   the round is a plain target step (k_round = 0: one pass, one token);
+# * `"hybrid"`: `HybridDrafter`, the lookup when it matches, the draft model otherwise. Its
+#   lookup only accepts matches of n = 4 or 3 tokens: at byte level nearly every single
+#   byte has occurred before, so n = 1 would almost always "match" and the draft model
+#   would never get a turn.
+#
+# Which drafter proposed a round is decided from the committed text alone, before the
+# target sees anything, so every round is exact for whoever proposed it. The hybrid knows
+# who proposed only *during* a round (`proposer`, which its `rollback` clears); afterwards
+# we find out by re-running the lookup rule on each round's committed text from the trace,
+# and check it against the draft model's cache, which a lookup round leaves untouched.
+
+# %%
+def who_drafted(r, committed, look):
+    # "L" if the lookup rule, re-run on the round's committed text, gives the round's drafts;
+    # "-" if the round drafted nothing (a plain target step); "M" otherwise (the draft model)
+    if len(r.draft_tokens) == 0:
+        return "-"
+    again = lookup_continuation(committed[: r.context_len], len(r.draft_tokens),
+                                look.max_ngram, look.min_ngram, look.prefer)
+    return "L" if np.array_equal(again, r.draft_tokens) else "M"
+
+
+held_out = held_out_code_prompts(1)[0]
+PROMPTS = {"copy-heavy": prompt, "held-out": held_out}
+print("held-out prompt (stdlib code the models never saw):", repr(decode(held_out[-60:])))
+for label, tokens in PROMPTS.items():
+    plain = generate(target, tokens, max_new_tokens=48, rng=np.random.default_rng(0),
+                     sampling=GREEDY)
+    print(f"\n{label} prompt, greedy, k = {K}, 48 tokens")
+    for name in ("model", "lookup", "hybrid"):
+        drafter = make_drafter(name, reference, target, draft)
+        res = speculative_generate(target, drafter, tokens, k=K, max_new_tokens=48,
+                                   rng=np.random.default_rng(0), sampling=GREEDY, trace=True)
+        s = res.stats
+        line = (f"  {name:6}  rounds {s.rounds:2d}  tokens/round {s.mean_tokens_per_round:4.2f}"
+                f"  α {s.alpha:.3f}  == generate: {res.tokens == plain}")
+        if name != "model":
+            look = drafter.lookup if name == "hybrid" else drafter
+            committed = np.concatenate([tokens, res.tokens])
+            who = [who_drafted(r, committed, look) for r in res.trace]
+            if name == "hybrid":  # a lookup round leaves the draft model's cache untouched
+                moved = [r.draft_cache[1] > r.draft_cache[0] for r in res.trace]
+                assert moved == [w == "M" for w in who]
+                line += f"  lookup rounds {who.count('L')}, model rounds {who.count('M')}"
+            else:
+                assert "M" not in who
+                line += f"  rounds without a match {who.count('-')}"
+            line += "\n          " + " ".join(f"{w}{r.accepted}/{len(r.draft_tokens)}"
+                                             for w, r in zip(who, res.trace, strict=True))
+        print(line)
+
+# %% [markdown]
+# Each round is written as *who* + accepted/drafted: `L` a lookup round, `M` a draft-model
+# round, `-` a round that drafted nothing (a plain target step). At greedy all three give
+# exactly `generate`'s tokens: only the number of target passes changes.
+#
+# What the rounds show. The lookup alone always finds *some* match (a single byte has
+# nearly always occurred before), but a short match is weak evidence: on held-out code many
+# of its copies are rejected at once (`L0/7`), and it needs about twice as many rounds as
+# the draft model. Some copies are short (`L1/1`): the most recent occurrence sat just
+# before the end of the text, so only a token or two followed it. On the copy-heavy prompt
+# every round found a match of 3-4 tokens, so the hybrid *is* the lookup there; on held-out
+# code it hands about half of the rounds to the draft model and gets most of the model's
+# tokens per round back.
+#
+# ## 4. The method table
+#
+# A small `run_bench` (2 prompts of each kind, 32 new tokens, 2 repeats) for each drafter:
+# autoregressive and speculative decoding back to back, speedup over the decode phase, α,
+# tokens per round and c, the drafting time per drafted token in units of one target step,
+# as the run itself spent it.
+
+# %%
+copy_prompts = [encode(t) for t in COPY_PROMPTS[:2]]
+held_out_prompts = held_out_code_prompts(2)
+# the isolated cost profile run_bench needs for its predictions (not printed here)
+costs = measure_costs(target, draft, np.concatenate([copy_prompts[0]] * 8)[: 256],
+                      max_T=K + 1, repeats=3)
+rows = []
+for kind, prompts in (("copy-heavy", copy_prompts), ("held-out", held_out_prompts)):
+    for name in ("model", "lookup", "hybrid"):
+        report = run_bench(target, draft, prompts, [3, K], temperatures=[0.0, 0.8],
+                           max_new_tokens=32, repeats=2, costs=costs, seed=0,
+                           drafter_name=name)
+        rows += [(kind, name, pt) for pt in report.points]
+print("prompts     drafter    T    k   speedup  alpha  tokens/round      c")
+for kind, name, pt in rows:
+    print(f"{kind:10}  {name:7} {pt.temperature:4g} {pt.k:4d}  {pt.speedup:6.2f}x  "
+          f"{pt.alpha:.3f}  {pt.tokens_per_round:11.2f}  {pt.c_loop:6.3f}")
+
+# %%
+best = {}
+for kind, name, pt in rows:
+    key = (kind, name, pt.temperature)
+    best[key] = max(best.get(key, 0.0), pt.speedup)
+for kind in ("copy-heavy", "held-out"):
+    for t in (0.0, 0.8):
+        print(f"{kind:10} T = {t:g}: best speedup  "
+              + "  ".join(f"{name} {best[kind, name, t]:.2f}x"
+                          for name in ("model", "lookup", "hybrid")))
+
+# %% [markdown]
+# **How to read it.** α and tokens per round are fixed by the seeds; the speedups are
+# timings of two repeats of two short prompts, so single entries move by ±0.2x between runs.
+# The full measurement, with all four copy-heavy prompts, longer generations and more
+# repeats, is in `docs/benchmarks.md` ("Drafting without a second model").
+#
+# * **Lookup is nearly free.** Its c is a few hundredths of a target step, against about
+#   0.1 for the draft model: a scan of a few hundred bytes instead of k forward passes.
+# * **At greedy it pays, but here it does not beat the draft model.** Lookup alone gains
+#   about 1.2-1.4x; its α (about 0.75) is well below the draft model's (0.93-0.96) because the
+#   bundled pair continues these prompts only partly as copies, and short matches (n = 1, 2)
+#   propose many copies that are rejected. The full measurement found it level with the
+#   draft model on the copy-heavy prompts at greedy (1.75x against 1.72x at k = 3, 1.71x
+#   against 1.82x at k = 7). The hybrid, which copies only on matches of 3-4 tokens and
+#   asks the draft model otherwise, keeps a higher α and comes close to the draft model at
+#   greedy here.
+# * **Under sampling it loses.** A copied token is a point mass, accepted with probability
+#   p(x) (section 2). At T = 0.8 the target spreads its mass, α drops to about 0.5, and the
+#   rejected copies cost verification rows for nothing: lookup alone is at or below 1x,
+#   worse at k = 7 than at k = 3.
+#
+# Other ways to draft without a second model, from the article's §10.3 — self-speculation
+# with early exit (the target's first layers draft for the whole model) and Medusa-style
+# heads (extra prediction heads on the target) — are **not in the project yet**.
