@@ -200,8 +200,10 @@ print("product p_1..p_i     ", "  ".join(f"{v:5.3f}" for v in np.cumprod(p_of_dr
 # `lab.drafting.make_drafter(name, reference, target, draft)` builds the drafters the CLI
 # and the bench run by name:
 #
-# * `"lookup"`: `LookupDrafter`, n = 3 … 1. When nothing matches it proposes nothing, and
-#   the round is a plain target step (k_round = 0: one pass, one token);
+# * `"lookup"`: `LookupDrafter`, n = 3 … 1, copying from the occurrence followed by the
+#   longest continuation (`prefer="longest"`, measured better than the most recent one on
+#   copy-heavy text: docs/benchmarks.md). When nothing matches it proposes nothing, and the
+#   round is a plain target step (k_round = 0: one pass, one token);
 # * `"hybrid"`: `HybridDrafter`, the lookup when it matches, the draft model otherwise. Its
 #   lookup only accepts matches of n = 4 or 3 tokens: at byte level nearly every single
 #   byte has occurred before, so n = 1 would almost always "match" and the draft model
@@ -261,8 +263,9 @@ for label, tokens in PROMPTS.items():
 # What the rounds show. The lookup alone always finds *some* match (a single byte has
 # nearly always occurred before), but a short match is weak evidence: on held-out code many
 # of its copies are rejected at once (`L0/7`), and it needs about twice as many rounds as
-# the draft model. Some copies are short (`L1/1`): the most recent occurrence sat just
-# before the end of the text, so only a token or two followed it. On the copy-heavy prompt
+# the draft model. (With `prefer="recent"` many copies would be short: the most recent
+# occurrence often sits just before the end of the text, with a token or two after it.
+# `"longest"` looks further back for a longer continuation.) On the copy-heavy prompt
 # every round found a match of 3-4 tokens, so the hybrid *is* the lookup there; on held-out
 # code it hands about half of the rounds to the draft model and gets most of the model's
 # tokens per round back.
