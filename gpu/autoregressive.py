@@ -14,9 +14,8 @@ import numpy as np
 from gpu.backend import to_device, to_host, xp
 from gpu.model import GPT, as_twin_model
 from gpu.sampling import inverse_cdf, probabilities
-from reference.autoregressive import check_eos, check_length_budget
-from reference.checks import as_token_array, check_clock, check_generator, check_positive_int
-from reference.sampling import SamplingParams, check_sampling
+from reference.autoregressive import check_generate_inputs
+from reference.sampling import SamplingParams
 
 __all__ = ["generate"]
 
@@ -33,13 +32,9 @@ def generate(
 ) -> list[int]:
     # prompt [n] -> new tokens [<= max_new_tokens]; stops after emitting eos_id
     model = as_twin_model(model)
-    prompt = as_token_array(prompt, model.n_vocab, "prompt")
-    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
-    check_generator(rng)
-    check_sampling(sampling)
-    eos_id = check_eos(eos_id, model.n_vocab)
-    check_length_budget(len(prompt), max_new_tokens, model.config.n_ctx, "model")
-    clock = check_clock(clock)
+    prompt, max_new_tokens, eos_id, clock = check_generate_inputs(
+        model, prompt, max_new_tokens, rng, sampling, eos_id, clock
+    )
     clock.restart()
 
     cache = model.new_cache()

@@ -48,14 +48,11 @@ def top_p_filter(probs, top_p: float):  # [..., V] -> [..., V]
     # keep a token while the mass of the tokens more likely than it is < top_p
     if top_p >= 1.0:
         return probs
-    order = xp.argsort(-probs, axis=-1, **STABLE)  # [..., V]
+    order = xp.argsort(-probs, axis=-1, **STABLE)  # [..., V]: most likely first
     sorted_p = xp.take_along_axis(probs, order, axis=-1)
     keep_sorted = (xp.cumsum(sorted_p, axis=-1) - sorted_p) < top_p
-    rows = xp.arange(probs.size // probs.shape[-1]).reshape(probs.shape[:-1] + (1,))
-    keep = xp.zeros(probs.shape, dtype=bool)
-    keep.reshape(-1, probs.shape[-1])[rows.reshape(-1, 1), order.reshape(-1, probs.shape[-1])] = (
-        keep_sorted.reshape(-1, probs.shape[-1])
-    )
+    # back to vocabulary order: position j of the sorted rows holds id order[j]
+    keep = xp.take_along_axis(keep_sorted, xp.argsort(order, axis=-1), axis=-1)
     kept = xp.where(keep, probs, 0)
     return kept / kept.sum(axis=-1, keepdims=True)
 

@@ -47,13 +47,9 @@ def generate(
     # prompt [n] -> new tokens [<= max_new_tokens]; stops after emitting eos_id.
     # `clock` (e.g. lab.timing.StageClock) is charged "prefill", then "sample" and
     # "target" per token.
-    prompt = as_token_array(prompt, model.n_vocab, "prompt")
-    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
-    check_generator(rng)
-    check_sampling(sampling)
-    eos_id = check_eos(eos_id, model.n_vocab)
-    check_length_budget(len(prompt), max_new_tokens, model.config.n_ctx, "model")
-    clock = check_clock(clock)
+    prompt, max_new_tokens, eos_id, clock = check_generate_inputs(
+        model, prompt, max_new_tokens, rng, sampling, eos_id, clock
+    )
     clock.restart()
 
     cache = model.new_cache()
@@ -71,3 +67,15 @@ def generate(
         logits = model.forward_unchecked(np.array([token]), cache)[-1]
         cache.commit(1)
         clock.mark("target")
+
+
+def check_generate_inputs(model, prompt, max_new_tokens, rng, sampling, eos_id, clock):
+    # every check of `generate`, before anything is written
+    # -> (prompt [n] int64, max_new_tokens, eos_id, clock)
+    prompt = as_token_array(prompt, model.n_vocab, "prompt")
+    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+    check_generator(rng)
+    check_sampling(sampling)
+    eos_id = check_eos(eos_id, model.n_vocab)
+    check_length_budget(len(prompt), max_new_tokens, model.config.n_ctx, "model")
+    return prompt, max_new_tokens, eos_id, check_clock(clock)
