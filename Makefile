@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test oracle oracle-gpu bench notebooks lint clean-venv
+.PHONY: demo test oracle oracle-gpu grade oracle-light bench notebooks lab lint clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,11 +29,32 @@ demo: $(VENV)/.stamp-run
 test: $(VENV)/.stamp-dev
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory oracle-gpu
+	$(MAKE) --no-print-directory oracle-light
 
 # the statistical oracle only (`pytest -m distribution`); grade your own verify with
 #   make oracle ARGS=--verify=path/to/my_verify.py:verify
 oracle: $(VENV)/.stamp-oracle
 	$(PY) -m pytest -m distribution $(ARGS)
+
+# grade one function in seconds, with plain-words hints (lab/grading/, docs/oracle.md):
+#   make grade FILE=notebooks/exercises/my_verify.py:verify
+FILE ?= notebooks/exercises/my_verify.py:verify
+grade: $(VENV)/.stamp-oracle
+	$(VENV)/bin/specdec grade $(FILE) $(ARGS)
+
+# proof that the oracle needs no torch: a fresh venv with the `oracle` extra only, where
+# `specdec grade` and `pytest -m distribution` work (under a minute; run by `make test`)
+LIGHT := build/oracle-venv
+oracle-light:
+	rm -rf $(LIGHT) && $(PYTHON) -m venv $(LIGHT)
+	$(LIGHT)/bin/python -m pip install --quiet -e '.[oracle]' > $(LIGHT).log 2>&1 \
+		|| (cat $(LIGHT).log; exit 1)
+	$(LIGHT)/bin/python -c "import importlib.util as u, sys; \
+		extra = [m for m in ('torch', 'matplotlib', 'transformers') if u.find_spec(m)]; \
+		sys.exit(f'the oracle extra installed {extra}' if extra else 0)"
+	$(LIGHT)/bin/specdec grade notebooks/exercises/solutions/verify_solution.py:verify
+	$(LIGHT)/bin/python -m pytest -q -p no:cacheprovider -m distribution \
+		tests/distribution/test_sampled_verify.py tests/distribution/test_plugin.py
 
 # the same oracle grading the twin's verify and loop
 oracle-gpu: $(VENV)/.stamp-oracle
@@ -48,6 +69,15 @@ bench: $(VENV)/.stamp-dev
 # re-execute the notebooks from their jupytext sources and refresh docs/figures/
 notebooks: $(VENV)/.stamp-dev
 	$(PY) notebooks/render.py
+
+# the notebooks in JupyterLab (the `notebook` extra): open a `.ipynb`, or right-click a
+# `NN_name.py` source > Open With > Jupytext Notebook to edit the source itself
+$(VENV)/.stamp-notebook: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[notebook]'
+	touch $@ $(VENV)/.stamp-run
+
+lab: $(VENV)/.stamp-notebook
+	$(VENV)/bin/jupyter lab notebooks/
 
 lint: $(VENV)/.stamp-dev
 	$(VENV)/bin/ruff check .

@@ -47,6 +47,8 @@ from gpu.verification import (
     verify,
 )
 from reference.config import GPTConfig
+from reference.early_exit import EarlyExitDrafter
+from reference.heads import HeadsDrafter
 from reference.lookup import HybridDrafter, LookupDrafter
 
 __all__ = [
@@ -55,6 +57,8 @@ __all__ = [
     "Draft",
     "Drafter",
     "GPTConfig",
+    "EarlyExitDrafter",
+    "HeadsDrafter",
     "HybridDrafter",
     "KVCache",
     "LookupDrafter",

@@ -84,8 +84,8 @@ class GPT(reference_model.GPT):
             return super().forward(tokens, cache)
         return self.forward_unchecked(tokens, cache)
 
-    def forward_unchecked(self, tokens, cache: KVCache | None = None):
-        return super().forward_unchecked(to_device(tokens), cache)
+    def residual_unchecked(self, tokens, cache: KVCache | None = None):
+        return super().residual_unchecked(to_device(tokens), cache)
 
     def norm(self, x, name: str):
         P = self.params

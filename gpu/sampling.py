@@ -7,7 +7,8 @@ What differs from reference/sampling.py, and why:
   finiteness flag into its one transfer per round instead.
 * A draw is `inverse_cdf(probs, u)` with a uniform u that is already on the device: the
   index comes back as a device scalar and the host is not asked. The public `sample_token`
-  keeps the reference's signature (a numpy Generator in, an int out), so it transfers once.
+  keeps the reference's signature (a numpy Generator in, an int out) and its checks (one
+  row, a positive total mass), so it transfers once: the id and the row's mass together.
 `SamplingParams`, `GREEDY` and the parameter checks are the reference's.
 """
 
@@ -17,7 +18,13 @@ import numpy as np
 
 from gpu.backend import to_device, to_host, xp
 from reference.checks import check_generator
-from reference.sampling import GREEDY, SamplingParams, check_sampling
+from reference.sampling import (
+    GREEDY,
+    SamplingParams,
+    check_one_distribution,
+    check_sampling,
+    check_total_mass,
+)
 
 __all__ = [
     "GREEDY",
@@ -84,6 +91,13 @@ def inverse_cdf(probs, u):
 
 
 def sample_token(probs, rng: np.random.Generator) -> int:
-    # probs [V] -> one token id on the host: one uniform from rng, one transfer
+    # probs [V] -> one token id on the host: one uniform from rng, one transfer, which
+    # brings the row's total mass back with the id (the reference's checks, no extra sync)
     check_generator(rng)
-    return int(to_host(inverse_cdf(to_device(probs), rng.random())))
+    probs = to_device(probs)
+    check_one_distribution(probs.shape)
+    index, total = to_host(
+        xp.stack([inverse_cdf(probs, rng.random()).astype(np.float64), probs.sum(dtype=np.float64)])
+    )
+    check_total_mass(total)
+    return int(index)

@@ -15,6 +15,10 @@ What differs from reference/speculative.py, and why:
 * A plug-in `verify_fn`, a drafter that is not the twin's, or `trace=True` are served too,
   at the price of more transfers (a plug-in or a host drafter works on host arrays; a trace
   copies every round's p and q rows to the host).
+* Drafters made of the target itself (early exit, extra heads, or a hybrid falling back on
+  them) are refused with NotImplementedError: sharing the lower blocks' rows and handing
+  the hidden state over are not in the twin yet. Its verification pass returns the hidden
+  rows like the reference's.
 The loop around the round (prefill, stop rules, statistics, trace) and every result type are
 the reference's.
 """
@@ -33,7 +37,10 @@ from gpu.sampling import probabilities
 from gpu.verification import decide
 from reference.checks import check_clock
 from reference.drafters import Draft, Drafter
+from reference.early_exit import EarlyExitDrafter
+from reference.heads import HeadsDrafter
 from reference.kv_cache import catch_up_tokens
+from reference.lookup import HybridDrafter
 from reference.sampling import SamplingParams
 from reference.speculative import (
     CacheSpan,
@@ -59,23 +66,39 @@ __all__ = [
 ]
 
 
-def verification_pass(target: GPT, cache: KVCache, context, draft_tokens, sampling):
-    # -> (p [k+1, V] on the device, number of catch-up tokens fed): ONE target forward
+def verification_pass(target: GPT, cache: KVCache, context, draft_tokens, sampling, shared=None):
+    # -> (p [k+1, V] on the device, number of catch-up tokens fed, h [k+1, C] on the device):
+    # ONE target forward. The twin has no early-exit drafter yet, so no rows to share.
+    if shared is not None:
+        raise NotImplementedError("the GPU twin does not reuse an early-exit drafter's rows (yet)")
     new = to_device(catch_up_tokens(cache, np.asarray(context)), dtype=np.int64)
     tokens = xp.concatenate([new, to_device(draft_tokens, dtype=np.int64)])
-    logits = target.forward_unchecked(tokens, cache)
     k = int(draft_tokens.shape[0])
-    return probabilities(logits[-(k + 1) :], sampling), int(new.shape[0])
+    h = target.norm(target.residual_unchecked(tokens, cache)[-(k + 1) :], "ln_f")
+    return probabilities(target.logits(h), sampling), int(new.shape[0]), h
 
 
 def on_device(array) -> bool:
     return hasattr(array, "__cuda_array_interface__")
 
 
+def drafts_from_the_target(drafter) -> bool:
+    # early exit and extra heads (alone, or as a hybrid's fallback) share the target's
+    # layers or read its state: not implemented in the twin yet
+    if isinstance(drafter, HybridDrafter):
+        return drafts_from_the_target(drafter.fallback)
+    return isinstance(drafter, (EarlyExitDrafter, HeadsDrafter))
+
+
 def device_draft(drafter: Drafter, context, k: int, sampling, rng, n_vocab: int) -> Draft:
     # the drafter's proposal on the device. A twin drafter's (or one that wraps it, e.g. a
     # hybrid) is already there: shapes only, nothing to copy. A host drafter's is checked
     # on the host like the reference's, then copied over.
+    if drafts_from_the_target(drafter):
+        raise NotImplementedError(
+            f"{type(drafter).__name__} drafts from the target's own layers or state, which "
+            f"the GPU twin does not implement yet; use the reference backend"
+        )
     draft = drafter.propose(context, k, sampling, rng)
     if isinstance(drafter, ModelDrafter) or on_device(draft.tokens):
         if draft.tokens.shape[0] > k or draft.q.shape != (draft.tokens.shape[0], n_vocab):
@@ -95,7 +118,8 @@ def settle(p, draft: Draft, rng: np.random.Generator, verify_fn) -> tuple[Verifi
     if verify_fn is not None:  # a plug-in decides on host copies
         p_host, q_host, tokens = to_host(p), to_host(draft.q), to_host(draft.tokens)
         check_rows_finite(bool(np.all(np.isfinite(p_host))))
-        return verify_fn(p_host, q_host, tokens, rng), tokens
+        answer = verify_fn(p_host, q_host, tokens, rng)  # checked before a cache moves
+        return Verification.from_plugin(answer, k, p_host.shape[-1], verify_fn), tokens
     u = to_device(rng.random(k + 1))
     finite = xp.all(xp.isfinite(p)).astype(np.int64).reshape(1)
     packed = to_host(xp.concatenate([decide(p, draft.q, draft.tokens, u), draft.tokens, finite]))
@@ -127,7 +151,7 @@ def speculative_round(
 
     draft = device_draft(drafter, context, k, sampling, rng, target.n_vocab)  # 1. draft
     clock.mark("draft")
-    p, n_catch_up = verification_pass(target, cache, context, draft.tokens, sampling)  # 2.
+    p, n_catch_up, _ = verification_pass(target, cache, context, draft.tokens, sampling)  # 2.
     clock.mark("target")
     t_written, d_written = cache.end, cache_span_start(draft_cache)[1]
     v, drafted = settle(p, draft, rng, verify_fn)  # 3. verify, and the round's one transfer

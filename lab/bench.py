@@ -85,6 +85,8 @@ class BenchPoint:
     predicted_corrected: float = 0.0  # E / (k c + v(k+1)), both from the isolated profile
     predicted_loop: float = 0.0  # E / (k c_loop + v_loop): the run's own costs, no overhead
     predicted_tokens_per_round: float = 0.0  # E(alpha, k)
+    drafter: str = "model"  # lab/drafting.py name
+    drafted_per_round: float = 0.0  # drafts sent to verification per round, pooled
 
     @property
     def speedup(self) -> float:
@@ -150,22 +152,33 @@ def run_bench(
     progress=None,
     min_confidence: float | None = None,
     drafter_name: str = "model",
+    ks_by_drafter: dict[str, list[int]] | None = None,
+    drafter_options: dict | None = None,
 ) -> BenchReport:
     """For each temperature and repeat: every prompt autoregressively, then speculatively
     at every k, back to back. Speedup per repeat = AR time per token / spec time per token,
     over the decode phase (after the prompt's prefill, which is the same work in both) and
     end to end. With `min_confidence`, k is the most a round drafts (ModelDrafter).
-    `drafter_name` picks the drafter (lab/drafting.py: model, lookup, hybrid)."""
+    `drafter_name` picks the drafter (lab/drafting.py); `ks_by_drafter` instead runs
+    several, each at its own ks, against the same autoregressive runs (the method table);
+    `drafter_options` go to make_drafter (e.g. self_draft_dir, exit_layer)."""
     import reference
 
     points = []
-    drafter = make_drafter(drafter_name, reference, target, draft, min_confidence)
+    ks_by_drafter = ks_by_drafter or {drafter_name: ks}
+    drafters = {
+        name: make_drafter(
+            name, reference, target, draft, min_confidence, **(drafter_options or {})
+        )
+        for name in ks_by_drafter
+    }
+    runs = [(name, k) for name, name_ks in ks_by_drafter.items() for k in name_ks]
     for temperature in temperatures:
         sampling = SamplingParams(temperature=temperature)
         ar = [Tally() for _ in range(repeats)]
-        spec = {k: [Tally() for _ in range(repeats)] for k in ks}
-        ar_clock, spec_clocks = StageClock(), {k: StageClock() for k in ks}
-        stats = {k: [] for k in ks}
+        spec = {run: [Tally() for _ in range(repeats)] for run in runs}
+        ar_clock, spec_clocks = StageClock(), {run: StageClock() for run in runs}
+        stats = {run: [] for run in runs}
         for r in range(repeats):
             for j, prompt in enumerate(prompts):
                 seed_r = (seed, r, j)
@@ -180,29 +193,37 @@ def run_bench(
                 )
                 ar[r].add(clock.total(), clock.total(*AR_DECODE), len(out))
                 ar_clock.merge(clock)
-                for k in ks:
+                for run in runs:
                     clock = StageClock()
                     res = speculative_generate(
                         target,
-                        drafter,
+                        drafters[run[0]],
                         prompt,
-                        k=k,
+                        k=run[1],
                         max_new_tokens=max_new_tokens,
                         rng=np.random.default_rng(seed_r),
                         sampling=sampling,
                         clock=clock,
                     )
-                    spec[k][r].add(clock.total(), clock.total(*SPEC_DECODE), len(res.tokens))
-                    spec_clocks[k].merge(clock)
-                    stats[k].append(res.stats)
+                    spec[run][r].add(clock.total(), clock.total(*SPEC_DECODE), len(res.tokens))
+                    spec_clocks[run].merge(clock)
+                    stats[run].append(res.stats)
                     if progress is not None:
                         progress.update(1)
-        for k in ks:
-            points.append(
-                bench_point(temperature, k, ar, spec[k], stats[k], ar_clock, spec_clocks[k], costs)
+        for run in runs:
+            point = bench_point(
+                temperature, run[1], ar, spec[run], stats[run], ar_clock, spec_clocks[run], costs
             )
+            point.drafter = run[0]
+            points.append(point)
     return BenchReport(
-        points, costs, max_new_tokens, repeats, len(prompts), min_confidence, drafter_name
+        points,
+        costs,
+        max_new_tokens,
+        repeats,
+        len(prompts),
+        min_confidence,
+        ",".join(ks_by_drafter),
     )
 
 
@@ -239,6 +260,7 @@ def bench_point(
         v_loop=spec_clock.seconds["target"] / rounds / step,
         overhead_loop=spec_clock.total("verify", "other") / rounds / step,
     )
+    point.drafted_per_round = drafted / rounds
     point.predicted_tokens_per_round = expected_tokens_per_round(alpha, k)
     point.predicted = predicted_speedup(alpha, k, costs.c)
     point.predicted_corrected = predicted_speedup(alpha, k, costs.c, costs.verify_cost(k + 1))

@@ -86,6 +86,11 @@ for i, name in enumerate(labels):
           f"{accepted_mass[i]:.2f}          {residual[i]:.2f}       {output[i]:.2f}")
 print(f"acceptance rate Σ min(p, q) = {accepted_mass.sum():.2f};  P(reject) = {p_reject:.2f}, "
       "and all of that mass goes to B")
+# the numbers the next paragraph states
+np.testing.assert_allclose(accept, [0.75, 1.0])
+np.testing.assert_allclose(accepted_mass, [0.6, 0.2])
+np.testing.assert_allclose(residual, [0.0, 1.0])
+np.testing.assert_allclose(output, p)
 
 # %% [markdown]
 # A is proposed 80 % of the time but kept only 75 % of those times: 0.6. B is always kept:
@@ -170,6 +175,7 @@ plain = generate(target, prompt, max_new_tokens=48, rng=np.random.default_rng(0)
 print(f"{spec.stats.rounds} rounds: every verdict = 'accept while argmax(p) == draft', "
       "every new token = argmax of its row")
 print("speculative greedy output == plain greedy output:", spec.tokens == plain)
+assert spec.tokens == plain
 print(repr(decode(prompt) + decode(spec.tokens)))
 
 # %% [markdown]
@@ -187,6 +193,7 @@ q_point = one_hot(np.array(x), len(p_row), np.float64)
 law = first_token_law(p_row, q_point, q_point)
 print(f"point-mass draft {quoted(x)}: accepted with probability p(x) = {p_row[x]:.3f}")
 print("max |output law - p| =", float(np.abs(law - p_row).max()))
+assert np.abs(law - p_row).max() < 1e-12  # "still exactly p"
 
 # %% [markdown]
 # Judging such a draft with some *soft* q instead (say, a model's distribution that was not
@@ -226,6 +233,16 @@ for name, law in laws.items():
           f"mass on removed tokens {law[outside].sum():.2e}")
 print(f"\nacceptance rate: correct {np.minimum(p_s, q_s).sum():.3f}, "
       f"draft skips entirely {np.minimum(p_s, q_raw).sum():.3f}")
+print(f"the processed target can emit {np.count_nonzero(p_s)} tokens; "
+      "the figure names those (at most 10) and pools every other token in one bar")
+
+# what the reading below says, checked on these laws
+tv = {name: 0.5 * np.abs(law - p_s).sum() for name, law in laws.items()}
+assert tv["correct: processed p and q"] < 1e-12
+assert laws["target skips the transforms"][outside].sum() > 1e-3  # forbidden tokens come out
+assert tv["draft reports the raw q"] > 1e-3  # the law is bent
+assert tv["draft skips them entirely"] < 1e-12  # still exact ...
+assert np.minimum(p_s, q_raw).sum() < np.minimum(p_s, q_s).sum()  # ... but accepted less
 
 # %%
 path = plot_law_comparison(p_s, laws, FIGURES / "sampling_transforms_law.png", top=10,

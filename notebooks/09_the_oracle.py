@@ -28,7 +28,7 @@
 #    float64 precision;
 # 2. **sampled laws of the real code**: run `verify`, or the whole `speculative_generate` on
 #    tiny context-dependent transformers, many times with fixed seeds; compare the counts with
-#    the exact law by a chi-square test (cells merged until every expected count is ≥ 5), with
+#    the exact law by a chi-square test (cells merged until every expected count is ≥ 20), with
 #    Holm's correction across each family of checks at a false-alarm rate of 10⁻³;
 # 3. **power, shown**: a catalogue of realistic broken samplers, each of which the same checks
 #    must reject.
@@ -37,7 +37,6 @@
 # implementation with the same tests. This notebook runs small versions of each part.
 
 # %%
-import importlib.util
 import os
 import sys
 import tempfile
@@ -131,32 +130,46 @@ display(Image(filename=str(path)))
 #   law of the number of accepted drafts in round 2 reveals it. The oracle checks that law too.
 # * **`temperature_on_draft_side_only`** is notebook 05's mismatch, caught on samples.
 #
-# ## 4. Exercise: write `verify` yourself
+# ## 4. Exercise: write `verify` yourself, and grade it
 #
 # Open `notebooks/exercises/my_verify.py`. It holds the contract, the rule and the traps, and
 # a `verify` that raises `NotImplementedError`. Fill it in with numpy only, then grade it from
 # the repository root:
 #
 # ```bash
-# .venv/bin/pytest -m distribution --verify=notebooks/exercises/my_verify.py:verify
+# .venv/bin/specdec grade notebooks/exercises/my_verify.py:verify     # or: make grade
 # ```
 #
-# The same command with `--verify=path/to/file.py:function` grades any implementation of the
-# contract (`--speculative=module:function` grades a whole loop). Teachers: the oracle's
-# p-values are the grade; a failing check names the law that was off. A worked solution lives
-# in `notebooks/exercises/solutions/verify_solution.py` — out of this notebook's way.
+# `specdec grade` is the oracle as a grader (`lab/grading/`). It runs only the checks that
+# exercise *your* code, cheapest and most telling first: four exact cases whose outcome is
+# certain (one-hot rows, a draft the target gives probability 0, p = q), the A/B example,
+# the joint law of (accepted, token) for k = 3, drafts from context-dependent tables, and
+# finally your `verify` inside the reference loop. A family of checks stops at its first
+# failure, so a wrong `verify` is rejected in about a second, a correct one passes in about
+# 10 s (docs/oracle.md has the measured figures). Each failure is explained on the smallest
+# case that shows it, with a hint read from the *pattern* of the deviation. Exit code 0 / 1,
+# `--json`, and `--gradescope` (a `results.json` for course autograders); `--kind loop` (or a
+# loop's signature) grades a whole `speculative_generate`.
 #
-# The cell below tries your function on the A/B check right here (small n, quick feedback).
+# Here is what a failure reads like: the catalogue's `abs_residual`, which resamples from
+# norm(|p − q|) instead of norm(max(0, p − q)):
 
 # %%
-my_file = ROOT / "notebooks" / "exercises" / "my_verify.py"
-spec = importlib.util.spec_from_file_location("my_verify", my_file)
-my_verify = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(my_verify)
-try:
-    mine = VERIFY_SETUPS["ab"].run(my_verify.verify, n=4000)
-except NotImplementedError as todo:
-    print("not written yet:", todo)
-else:
-    for result in mine.values():
-        print(result.describe()[:150])
+from lab.grading import grade  # noqa: E402
+from lab.grading.report import text_report  # noqa: E402
+
+catalogue = os.path.relpath(ROOT / "tests" / "distribution" / "broken.py")  # short to print
+print(text_report(grade(f"{catalogue}:abs_residual")))
+
+# %% [markdown]
+# And your file, as it stands. Until `verify` is written the grader reports the
+# `NotImplementedError` once, at your line, with the inputs it was called with; once it is
+# written, this cell grades it (about 10 s). Teachers: the exhaustive mode is still
+# `pytest -m distribution --verify=…` (every family, Holm tables, ~1.5 min); `specdec grade`
+# is the one to hand to students. A worked solution lives in
+# `notebooks/exercises/solutions/verify_solution.py`, out of this notebook's way.
+
+# %%
+my_file = os.path.relpath(ROOT / "notebooks" / "exercises" / "my_verify.py")
+mine = grade(f"{my_file}:verify")
+print(text_report(mine))

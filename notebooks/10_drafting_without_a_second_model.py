@@ -12,13 +12,16 @@
 # ---
 
 # %% [markdown]
-# # 10 · Drafting without a second model: prompt lookup
+# # 10 · Drafting without a second model: prompt lookup, early exit, extra heads
 #
-# *Article §10.2. Code: `reference/lookup.py` (`LookupDrafter`, `HybridDrafter`,
-# `lookup_continuation`, `match_end`), `lab/drafting.py` (`make_drafter`), `lab/bench.py`
-# (`run_bench`, `COPY_PROMPTS`). Tests: `tests/unit/test_lookup.py`,
-# `tests/distribution/test_lookup_law.py`. Text: `docs/algorithm.md`, "Drafts without a
-# second model".*
+# *Article §10.2-10.3. Code: `reference/lookup.py` (`LookupDrafter`, `HybridDrafter`,
+# `lookup_continuation`, `match_end`), `reference/early_exit.py` (`EarlyExitDrafter`,
+# `residual_sharing`), `reference/heads.py` (`HeadsDrafter`), `lab/drafting.py`
+# (`make_drafter`), `lab/bench.py` (`run_bench`, `COPY_PROMPTS`), `lab/methods.py`.
+# Tests: `tests/unit/test_lookup.py`, `tests/unit/test_self_drafting.py`,
+# `tests/distribution/test_lookup_law.py`, `tests/distribution/test_self_drafting_law.py`.
+# Text: `docs/algorithm.md`, "Drafts without a second model" and "Drafts from the target
+# itself"; `docs/kv-cache.md`, "Early exit".*
 #
 # So far the drafts came from a second, smaller model (notebook 03). That model has to be
 # trained, loaded and run k times per round. But text often repeats itself: code uses the
@@ -32,8 +35,13 @@
 # This is *prompt lookup* (or n-gram drafting). There is no network at all: a draft costs a
 # scan of the text. `LookupDrafter` tries n = 3 first and shorter n down to 1 (a longer
 # match is better evidence), and copies from the most recent earlier occurrence.
+#
+# Sections 1-3 are about copying. Sections 4 and 5 draft with **the target itself**: its
+# first blocks with an exit head (early exit), and small extra heads on its last hidden
+# state (Medusa-style). Section 6 puts every drafter in one table.
 
 # %%
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -44,15 +52,30 @@ from IPython.display import Image, display
 
 import reference
 from lab.bench import COPY_PROMPTS, held_out_code_prompts, run_bench
-from lab.bundled import bundled_pair_available, load_bundled_pair
+from lab.bundled import (
+    SELF_DRAFT_DIR,
+    bundled_pair_available,
+    load_bundled_pair,
+    load_exit_head,
+    load_heads,
+)
 from lab.costs import measure_costs
-from lab.drafting import make_drafter
+from lab.drafting import EXIT_LAYER, make_drafter
 from lab.fast_cpu import fast
 from lab.figures.style import FATE_COLOURS, box, display_token, legend_patches, save
 from lab.standins import random_pair
-from reference import LookupDrafter, SamplingParams, generate, probabilities, speculative_generate
+from reference import (
+    EarlyExitDrafter,
+    HeadsDrafter,
+    LookupDrafter,
+    SamplingParams,
+    generate,
+    probabilities,
+    speculative_generate,
+)
 from reference.lookup import lookup_continuation, match_end
 from reference.sampling import GREEDY
+from reference.speculative import prefill, verification_pass
 from reference.tokenizer import decode, encode
 from reference.verification import verify_law
 
@@ -270,12 +293,122 @@ for label, tokens in PROMPTS.items():
 # code it hands about half of the rounds to the draft model and gets most of the model's
 # tokens per round back.
 #
-# ## 4. The method table
+# ## 4. Early exit: the target's first blocks draft, and their work is not done twice
 #
-# A small `run_bench` (2 prompts of each kind, 32 new tokens, 2 repeats) for each drafter:
-# autoregressive and speculative decoding back to back, speedup over the decode phase, α,
-# tokens per round and c, the drafting time per drafted token in units of one target step,
-# as the run itself spent it.
+# `EarlyExitDrafter(target, L', head)` drafts with the target's own first L' blocks and an
+# exit head (a LayerNorm and a small adapter trained on the frozen target by
+# `training/train_heads.py`, shipped in `models/self_draft/`). It holds no weights of its
+# own: its GPT is made of the target's arrays.
+#
+# The interesting part is the cache. While drafting, the drafter ran blocks 0..L'-1 over the
+# catch-up token and x₁ … x_{k-1}; the target's verification pass would compute exactly the
+# same K/V and the same residual stream for them. So the pass copies those K/V, runs blocks
+# 0..L'-1 for x_k only, and starts every row at block L'. We watch the blocks at work by
+# recording the rows each block of the target processes in one verification pass.
+
+# %%
+exit_drafter = EarlyExitDrafter(target, EXIT_LAYER, load_exit_head(EXIT_LAYER))
+context = prompt.copy()
+rows_seen = []
+plain_block = type(target).block
+
+
+def spying_block(self, x, i, cache, start):
+    if self is target:
+        rows_seen.append((i, x.shape[0]))
+    return plain_block(self, x, i, cache, start)
+
+
+type(target).block = spying_block
+try:
+    for shared in (True, False):
+        cache = target.new_cache()
+        prefill(target, cache, exit_drafter, context)
+        draft_ = exit_drafter.propose(context, 4, GREEDY, np.random.default_rng(0))
+        rows_seen.clear()
+        p_rows, _, _ = verification_pass(target, cache, context, draft_.tokens, GREEDY,
+                                         draft_.shared if shared else None)
+        print(("sharing the drafter's rows" if shared else "plain pass            "),
+              "rows per block:", [n for _, n in rows_seen])
+        if shared:
+            p_shared, k_shared = p_rows, cache.k[:, :, : cache.end].copy()
+        else:
+            print("max |p shared - p plain| =", float(np.abs(p_shared - p_rows).max()),
+                  "  max |K shared - K plain| =",
+                  float(np.abs(k_shared - cache.k[:, :, : cache.end]).max()))
+finally:
+    type(target).block = plain_block
+
+# %% [markdown]
+# With k = 4 drafts the pass covers 5 rows: the catch-up token and four drafts. Sharing,
+# the first L' blocks run on **one** row (x₄, which the drafter sampled but never fed) and
+# the rest on all five; the plain pass runs every block on five rows. The rows and the K/V
+# agree to float32 rounding (`tests/unit/test_self_drafting.py` checks it, and that both
+# caches equal a fresh prefill after every round). The copied slots are temporary entries
+# of the target cache: `commit` keeps the accepted ones, `rollback` drops the rest, so a
+# rejected draft's K/V never reaches a committed slot (docs/kv-cache.md draws it).
+#
+# What an exit head buys: agreement with the target's argmax on held-out code, after L'
+# blocks, before and after training (from `models/self_draft/metadata.json`):
+
+# %%
+meta = json.loads((SELF_DRAFT_DIR / "metadata.json").read_text())
+for layer, m in meta["exit_heads"].items():
+    print(f"exit after {layer} of {target.config.n_layer} blocks: greedy agreement "
+          f"{m['untrained_greedy_agreement']:.2f} -> {m['held_out_greedy_agreement']:.2f} "
+          f"trained, alpha at T = 1 {m['untrained_alpha_T1']:.2f} -> {m['held_out_alpha_T1']:.2f}")
+
+# %% [markdown]
+# ## 5. Extra heads: drafts read off the target's last hidden state
+#
+# `HeadsDrafter(target, heads)` keeps no cache and runs no forward pass. After each round
+# the round hands it the target's final hidden state h at the row that scored the token it
+# just emitted (`observe`); head i maps h to a guess of the token i + 1 places further on.
+# Its q rows are the heads' distributions, so `verify` stays exact whatever the heads
+# learned. How often is each position accepted, once it is examined?
+
+# %%
+heads = load_heads()
+n_heads = len(heads) // 2
+per_position = {}
+for label, tokens in PROMPTS.items():
+    res = speculative_generate(target, HeadsDrafter(target, heads), tokens, k=n_heads,
+                               max_new_tokens=96, rng=np.random.default_rng(0),
+                               sampling=GREEDY)
+    per_position[label] = res.stats.per_position_acceptance
+    print(f"{label:10} tokens/round {res.stats.mean_tokens_per_round:.2f}  "
+          f"P(accept | examined) by position: "
+          + "  ".join(f"{a:.2f}" for a in res.stats.per_position_acceptance))
+
+fig, ax = plt.subplots(figsize=(6.0, 3.2))
+width = 0.38
+for j, (label, rates) in enumerate(per_position.items()):
+    ax.bar(np.arange(1, n_heads + 1) + (j - 0.5) * width, rates, width, label=label)
+ax.set_xlabel("draft position i (head i - 1: i + 1 tokens after h)")
+ax.set_ylabel("P(accepted | examined)")
+ax.set_ylim(0, 1)
+ax.set_xticks(np.arange(1, n_heads + 1))
+ax.legend(frameon=False)
+ax.set_title("extra heads on the bundled target, greedy")
+display(Image(save(fig, FIGURES / "heads_per_position.png")))
+
+# %% [markdown]
+# Unconditionally, each head is right less often the further ahead it looks (held-out α
+# per head 0.52, 0.42, 0.38, 0.35: docs/training.md). The rates above are conditional: a
+# position is only examined when every draft before it was accepted, which happens in the
+# stretches the heads find easy (a repeated line), so they need not fall with the position.
+# What the plot does show is the difference between the prompts: on the copy-heavy prompt
+# most examined drafts are accepted, on held-out code most rounds end at the first or
+# second head. Drafting costs two small products per round instead of k forward passes;
+# the verification pass is still a full k + 1-row target pass.
+#
+# ## 6. The method table
+#
+# One small `run_bench` per prompt set (2 prompts of each kind, 32 new tokens, 2 repeats):
+# the autoregressive runs once, then every drafter at its k values, back to back, so each
+# speedup is a ratio within the same repeat. c is the drafting time per drafted token and
+# v the verification pass per round, both in units of one autoregressive step, as the runs
+# themselves spent them.
 
 # %%
 copy_prompts = [encode(t) for t in COPY_PROMPTS[:2]]
@@ -283,50 +416,63 @@ held_out_prompts = held_out_code_prompts(2)
 # the isolated cost profile run_bench needs for its predictions (not printed here)
 costs = measure_costs(target, draft, np.concatenate([copy_prompts[0]] * 8)[: 256],
                       max_T=K + 1, repeats=3)
+PLAN = {"model": [3, K], "lookup": [3, K], "hybrid": [3, K], "early-exit": [2, 3],
+        "heads": [2, 3], "lookup+heads": [3, K]}
 rows = []
 for kind, prompts in (("copy-heavy", copy_prompts), ("held-out", held_out_prompts)):
-    for name in ("model", "lookup", "hybrid"):
-        report = run_bench(target, draft, prompts, [3, K], temperatures=[0.0, 0.8],
-                           max_new_tokens=32, repeats=2, costs=costs, seed=0,
-                           drafter_name=name)
-        rows += [(kind, name, pt) for pt in report.points]
-print("prompts     drafter    T    k   speedup  alpha  tokens/round      c")
-for kind, name, pt in rows:
-    print(f"{kind:10}  {name:7} {pt.temperature:4g} {pt.k:4d}  {pt.speedup:6.2f}x  "
-          f"{pt.alpha:.3f}  {pt.tokens_per_round:11.2f}  {pt.c_loop:6.3f}")
+    report = run_bench(target, draft, prompts, [], temperatures=[0.0, 0.8],
+                       max_new_tokens=32, repeats=2, costs=costs, seed=0, ks_by_drafter=PLAN)
+    rows += [(kind, pt) for pt in report.points]
+print("prompts     drafter        T    k   speedup  alpha  tokens/round      c      v")
+for kind, pt in rows:
+    print(f"{kind:10}  {pt.drafter:12} {pt.temperature:4g} {pt.k:4d}  {pt.speedup:6.2f}x  "
+          f"{pt.alpha:.3f}  {pt.tokens_per_round:11.2f}  {pt.c_loop:6.3f}  {pt.v_loop:5.2f}")
 
 # %%
 best = {}
-for kind, name, pt in rows:
-    key = (kind, name, pt.temperature)
+for kind, pt in rows:
+    key = (kind, pt.drafter, pt.temperature)
     best[key] = max(best.get(key, 0.0), pt.speedup)
 for kind in ("copy-heavy", "held-out"):
     for t in (0.0, 0.8):
         print(f"{kind:10} T = {t:g}: best speedup  "
-              + "  ".join(f"{name} {best[kind, name, t]:.2f}x"
-                          for name in ("model", "lookup", "hybrid")))
+              + "  ".join(f"{name} {best[kind, name, t]:.2f}x" for name in PLAN))
 
 # %% [markdown]
 # **How to read it.** α and tokens per round are fixed by the seeds; the speedups are
 # timings of two repeats of two short prompts, so single entries move by ±0.2x between runs.
-# The full measurement, with all four copy-heavy prompts, longer generations and more
-# repeats, is in `docs/benchmarks.md` ("Drafting without a second model").
+# The full measurement, with more prompts, longer generations and more repeats, is in
+# `docs/benchmarks.md` ("Drafting without a second model"; `specdec bench --drafter all`).
+# The cell after this one checks the statements below on this run's own numbers.
 #
-# * **Lookup is nearly free.** Its c is a few hundredths of a target step, against about
-#   0.1 for the draft model: a scan of a few hundred bytes instead of k forward passes.
-# * **At greedy it pays, but here it does not beat the draft model.** Lookup alone gains
-#   about 1.2-1.4x; its α (about 0.75) is well below the draft model's (0.93-0.96) because the
-#   bundled pair continues these prompts only partly as copies, and short matches (n = 1, 2)
-#   propose many copies that are rejected. The full measurement found it level with the
-#   draft model on the copy-heavy prompts at greedy (1.75x against 1.72x at k = 3, 1.71x
-#   against 1.82x at k = 7). The hybrid, which copies only on matches of 3-4 tokens and
-#   asks the draft model otherwise, keeps a higher α and comes close to the draft model at
-#   greedy here.
-# * **Under sampling it loses.** A copied token is a point mass, accepted with probability
-#   p(x) (section 2). At T = 0.8 the target spreads its mass, α drops to about 0.5, and the
-#   rejected copies cost verification rows for nothing: lookup alone is at or below 1x,
-#   worse at k = 7 than at k = 3.
-#
-# Other ways to draft without a second model, from the article's §10.3 — self-speculation
-# with early exit (the target's first layers draft for the whole model) and Medusa-style
-# heads (extra prediction heads on the target) — are **not in the project yet**.
+# * **Lookup is nearly free.** Its c is a few hundredths of a target step, against more
+#   than 0.1 for the draft model: a scan of a few hundred bytes instead of k forward
+#   passes. At greedy it gains; under sampling a copied token is a point mass, accepted with
+#   probability p(x) (section 2), its α falls and the gain with it.
+# * **Early exit pays for its drafts with the target's own blocks.** Each drafted token
+#   costs 2 of the target's 6 blocks plus the exit head — several times the small draft
+#   model's cost — for a lower α than the separately trained draft model's. The shared
+#   rows take blocks 0-1 off all but one row of the verification pass, which trims v a
+#   little, not enough to catch up on this CPU.
+# * **Heads draft almost for free** (no forward pass: c is a few hundredths of a step) but
+#   each head guesses further ahead from the same state without seeing the drafts before
+#   it, so fewer than two tokens per round come out on these prompts, and the verification
+#   pass over k + 1 rows costs more than one step: the heads lose here. Behind a lookup
+#   (`lookup+heads`) they only fill the rounds the text does not repeat.
+# * **The draft model is the best drafter of the bundled pair here** (or within the timing
+#   noise of the best) at both temperatures: the pair was trained for it (docs/training.md),
+#   and on a CPU a 2-block model of width 128 is cheaper per token than any slice of the
+#   6-block, width-384 target.
+
+# %%
+by = {(kind, pt.drafter, pt.temperature, pt.k): pt for kind, pt in rows}
+for kind in ("copy-heavy", "held-out"):
+    for t in (0.0, 0.8):
+        model_c = min(by[kind, "model", t, k].c_loop for k in (3, K))
+        assert all(by[kind, "lookup", t, k].c_loop < 0.1 for k in (3, K))
+        assert all(by[kind, "heads", t, k].c_loop < model_c for k in (2, 3))
+        assert all(by[kind, "early-exit", t, k].c_loop > 2 * model_c for k in (2, 3))
+        assert all(by[kind, "heads", t, k].tokens_per_round < 2 for k in (2, 3))
+        assert best[kind, "model", t] >= max(best[kind, name, t] for name in PLAN) - 0.2
+    assert by[kind, "lookup", 0.8, 3].alpha < by[kind, "lookup", 0.0, 3].alpha
+print("every statement above holds on this run's numbers")

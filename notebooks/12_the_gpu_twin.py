@@ -402,7 +402,7 @@ for name, model in (("target", target), ("draft", draft)):
 # here: forward calls per generated token, target and draft.
 
 # %%
-FORWARD = gpu.model.GPT.forward_unchecked.__code__
+FORWARD = gpu.model.GPT.residual_unchecked.__code__  # every forward pass runs it once
 who = {id(twin_target): "target", id(twin_drafter.model): "draft"}
 
 

@@ -19,6 +19,8 @@ from reference.batch import (
 )
 from reference.config import GPTConfig
 from reference.drafters import Draft, Drafter, ModelDrafter
+from reference.early_exit import EarlyExitDrafter
+from reference.heads import HeadsDrafter
 from reference.kv_cache import KVCache, catch_up_tokens
 from reference.lookup import HybridDrafter, LookupDrafter
 from reference.model import GPT, init_params
@@ -48,6 +50,8 @@ __all__ = [
     "Draft",
     "Drafter",
     "GPTConfig",
+    "EarlyExitDrafter",
+    "HeadsDrafter",
     "HybridDrafter",
     "KVCache",
     "LookupDrafter",

@@ -573,7 +573,7 @@ def run_batch_rounds(
     prefill(target, cache, drafters, prompts)
     contexts = [prompt.copy() for prompt in prompts]
     outs: list[list[int]] = [[] for _ in range(B)]
-    stats = [SpeculativeStats(k=k) for _ in range(B)]
+    stats = [SpeculativeStats(k=k, positions=min(k, max_new_tokens)) for _ in range(B)]
 
     while not all(s.stop_reason for s in stats):
         # a finished sequence (stop reason set) drafts nothing and feeds nothing: None

@@ -15,6 +15,8 @@ Dimension letters (defined once, reused in every shape comment of the project):
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from dataclasses import asdict, dataclass
 
 
@@ -32,6 +34,12 @@ class GPTConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"GPTConfig.{name} must be a positive int, got {value!r}")
+        eps = self.layer_norm_epsilon
+        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < math.inf:
+            # NaN fails 0 < eps too; a zero epsilon divides by zero on a constant row
+            raise ValueError(
+                f"GPTConfig.layer_norm_epsilon must be a positive finite number, got {eps!r}"
+            )
         if self.n_embd % self.n_head != 0:
             raise ValueError(
                 f"GPTConfig.n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})"

@@ -12,7 +12,15 @@ with nothing to precompute does nothing there; `propose` must work either way.
 
 `q` must be the exact distribution each token was drawn from. A drafter that proposes
 deterministically (n-gram / prompt lookup) returns one-hot rows; `verify` needs nothing else.
-This issue ships the independent draft model; later variants plug in here.
+
+Two optional extras, for drafters made of the target itself:
+  * a Draft may carry `shared` (SharedLayers): the target's own lower layers already ran
+    over the round's rows while drafting (early exit), so the verification pass starts
+    those rows at the exit layer instead of recomputing them (reference/early_exit.py);
+  * a drafter with an `observe(h)` method is handed, after every round and after prefill,
+    the target's final hidden state h [C] at the last position whose successor has been
+    sampled: all extra heads need to draft the next round (reference/heads.py).
+Neither can change the output law: q stays the distribution each token was drawn from.
 """
 
 from __future__ import annotations
@@ -23,15 +31,31 @@ from typing import Protocol
 import numpy as np
 
 from reference.checks import as_token_array, check_generator, check_number, check_positive_int
-from reference.kv_cache import catch_up_tokens
+from reference.kv_cache import KVCache, catch_up_tokens
 from reference.model import GPT
 from reference.sampling import SamplingParams, check_sampling, probabilities, sample_token
+
+
+@dataclass(frozen=True)
+class SharedLayers:
+    """Rows the target's own first `n_layer` blocks already computed while drafting.
+
+    Row j of `hidden` is the residual stream after block n_layer-1 at absolute position
+    start + j, and `cache` holds those rows' K/V for blocks 0..n_layer-1 in slots
+    start + j: exactly what the target's verification pass would compute for them."""
+
+    target: GPT  # whose blocks these are (the round refuses rows of another model)
+    n_layer: int  # L': the exit layer
+    start: int  # absolute position of hidden[0]
+    hidden: np.ndarray  # [m, C]
+    cache: KVCache  # the drafter's cache of blocks 0..L'-1
 
 
 @dataclass(frozen=True)
 class Draft:
     tokens: np.ndarray  # [k] int: the candidates, in order
     q: np.ndarray  # [k, V]: row i is the distribution tokens[i] was sampled from
+    shared: SharedLayers | None = None  # lower-layer rows the verification pass may reuse
 
 
 class Drafter(Protocol):
@@ -139,7 +163,7 @@ class ModelDrafter:
             return Draft(tokens, q)
         new = catch_up_tokens(self.cache, context)
         # checked above: the tokens and the room; the per-token calls below trust them
-        logits = self.model.forward_unchecked(new, self.cache)[-1]  # [V]: q_1(. | context)
+        logits = self.step(new)  # [V]: q_1(. | context)
         self._fed_context = len(new)
         for i in range(k):
             if i > 0 and self.unsure(logits):
@@ -147,9 +171,13 @@ class ModelDrafter:
             q[i] = probabilities(logits, sampling)
             tokens[i] = sample_token(q[i], rng)  # x_i ~ q_i(. | context, x_1..x_{i-1})
             if i < k - 1:
-                logits = self.model.forward_unchecked(tokens[i : i + 1], self.cache)[-1]
+                logits = self.step(tokens[i : i + 1])
                 self._fed_drafts += 1
         return Draft(tokens, q)
+
+    def step(self, tokens: np.ndarray) -> np.ndarray:
+        # tokens [T] -> logits [V] after the last of them; their K/V stay in the draft's cache
+        return self.model.forward_unchecked(tokens, self.cache)[-1]
 
     def unsure(self, logits: np.ndarray) -> bool:
         # logits [V] -> True if max softmax(logits) < min_confidence (never without one)

@@ -58,9 +58,30 @@ class KVCache:
 
     def write(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
         # k, v: [nh, T, hs] -> stored in slots [start, start+T) of this layer
+        self.check_slots(layer, start, k, v)
         stop = start + k.shape[1]
         self.k[layer, :, start:stop] = k
         self.v[layer, :, start:stop] = v
+
+    def check_slots(self, layer: int, start: int, k, v) -> None:
+        # Before anything is written: a write outside [length, capacity) would overwrite a
+        # committed slot (corrupting the state the invariant promises) or fall off the end.
+        # Plain comparisons: this runs once per layer per forward call.
+        L, nh, N, hs = self.k.shape
+        if k.shape != v.shape or len(k.shape) != 3 or (k.shape[0], k.shape[2]) != (nh, hs):
+            raise ValueError(
+                f"KVCache.write: k and v must both have shape [nh, T, hs] = [{nh}, T, {hs}], "
+                f"got {tuple(k.shape)} and {tuple(v.shape)}"
+            )
+        T = k.shape[1]
+        if not is_index(layer) or not 0 <= layer < L:
+            raise ValueError(f"KVCache.write: layer must be an int in 0..{L - 1}, got {layer!r}")
+        if not is_index(start) or not (self.length <= start and start + T <= N):
+            raise ValueError(
+                f"KVCache.write: start must be an int in {self.length}..{N - T} to write {T} "
+                f"slots (after the {self.length} committed ones, inside the capacity of {N}), "
+                f"got {start!r}"
+            )
 
     def keys(self, layer: int, stop: int) -> np.ndarray:  # -> [nh, stop, hs] (a view)
         return self.k[layer, :, :stop]
@@ -70,6 +91,13 @@ class KVCache:
 
     def mark_written(self, n_new: int) -> None:
         """Called by the model after all layers wrote n_new positions."""
+        n_new = check_number(
+            n_new,
+            "mark_written(n_new): n_new",
+            integer=True,
+            allowed=lambda n: 0 <= n <= self.capacity - self.end,
+            where=f"in 0..{self.capacity - self.end} (the free slots)",
+        )
         self.pending += n_new
 
     def commit(self, n: int) -> None:
@@ -105,6 +133,11 @@ class KVCache:
             f"KVCache(length={self.length}, pending={self.pending}, capacity={self.capacity}, "
             f"layers={self.k.shape[0]})"
         )
+
+
+def is_index(x) -> bool:
+    # a Python or NumPy int, not a bool
+    return isinstance(x, int | np.integer) and not isinstance(x, bool)
 
 
 def catch_up_tokens(cache: KVCache, context: np.ndarray) -> np.ndarray:

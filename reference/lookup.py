@@ -219,3 +219,10 @@ class HybridDrafter:
         if self.proposer is not None:
             self.proposer.rollback()
         self.proposer = None  # the round is over: no later commit may refer to it
+
+    def observe(self, h: np.ndarray) -> None:
+        # a fallback that drafts from the target's state (extra heads) needs it after every
+        # round, whoever proposed: the next round may be its
+        observe = getattr(self.fallback, "observe", None)
+        if observe is not None:
+            observe(h)

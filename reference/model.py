@@ -125,16 +125,38 @@ class GPT:
         # tokens [T] int64 -> logits [T, V]: `forward` without its checks, for the library's
         # own per-token calls, whose entry point (generate, speculative_generate, a drafter's
         # propose) has already checked the tokens, the cache and the room left in it.
-        cfg, P = self.config, self.params
-        T = len(tokens)
+        return self.logits(self.hidden_unchecked(tokens, cache))
+
+    def hidden_unchecked(self, tokens: np.ndarray, cache: KVCache | None = None) -> np.ndarray:
+        # tokens [T] -> h [T, C]: the final hidden states (after ln_f), what the output layer
+        # reads; drafters that read the target's state (extra heads) start from them
+        return self.norm(self.residual_unchecked(tokens, cache), "ln_f")
+
+    def residual_unchecked(self, tokens: np.ndarray, cache: KVCache | None = None) -> np.ndarray:
+        # tokens [T] -> x [T, C]: the residual stream after the last block
         start = 0 if cache is None else cache.end
-        x = P["wte.weight"][tokens] + P["wpe.weight"][start : start + T]  # [T, C]
-        for i in range(cfg.n_layer):
-            x = self.block(x, i, cache, start)
-        x = self.norm(x, "ln_f")
+        x = self.blocks(self.embed(tokens, start), cache, start, 0, self.config.n_layer)
         if cache is not None:
-            cache.mark_written(T)
-        return x @ P["wte.weight"].T  # [T, C] @ [C, V] -> [T, V]: tied output embedding
+            cache.mark_written(len(tokens))
+        return x
+
+    def embed(self, tokens: np.ndarray, start: int) -> np.ndarray:
+        # tokens [T] at absolute positions start.. -> x [T, C]: token + position embeddings
+        P = self.params
+        return P["wte.weight"][tokens] + P["wpe.weight"][start : start + len(tokens)]
+
+    def blocks(
+        self, x: np.ndarray, cache: KVCache | None, start: int, first: int, stop: int
+    ) -> np.ndarray:
+        # [T, C] -> [T, C]: blocks first..stop-1, each writing its K/V at slots start.. (a
+        # verification pass that reuses a drafter's lower layers runs them in two spans)
+        for i in range(first, stop):
+            x = self.block(x, i, cache, start)
+        return x
+
+    def logits(self, h: np.ndarray) -> np.ndarray:
+        # [T, C] @ [C, V] -> [T, V]: the output layer is the tied token embedding
+        return h @ self.params["wte.weight"].T
 
     def block(self, x: np.ndarray, i: int, cache: KVCache | None, start: int) -> np.ndarray:
         # [T, C] -> [T, C]: pre-LayerNorm residual block

@@ -119,6 +119,28 @@ def sample_token(probs: np.ndarray, rng: np.random.Generator) -> int:
     # searchsorted(side="right") returns the first id whose cumulative mass exceeds u,
     # so an id with zero probability can never be returned.
     check_generator(rng)
+    probs = np.asarray(probs)
+    check_one_distribution(probs.shape)
     cdf = np.cumsum(probs, dtype=np.float64)
+    check_total_mass(cdf[-1])
     u = rng.random() * cdf[-1]
     return int(min(np.searchsorted(cdf, u, side="right"), len(cdf) - 1))
+
+
+def check_one_distribution(shape: tuple) -> None:
+    # a [k, V] array would be flattened by cumsum and give an id beyond one row
+    if len(shape) != 1 or shape[0] == 0:
+        raise ValueError(
+            f"sample_token takes one distribution over ids, shape [V]; got shape {shape} "
+            f"(sample each row of a [k, V] array on its own)"
+        )
+
+
+def check_total_mass(total: float) -> None:
+    # an all-zero (or NaN) row has nothing to sample: inverting its CDF would return an
+    # arbitrary id instead of failing
+    if not (np.isfinite(total) and total > 0):
+        raise ValueError(
+            f"sample_token: the distribution's total mass is {float(total)}; it must be a "
+            f"finite number > 0 (an all-zero row has no token to draw)"
+        )

@@ -35,7 +35,8 @@ from reference.checks import (
     check_positive_int,
     check_probability_rows,
 )
-from reference.drafters import Draft, Drafter
+from reference.drafters import Draft, Drafter, SharedLayers
+from reference.early_exit import residual_sharing
 from reference.kv_cache import KVCache, catch_up_tokens
 from reference.model import GPT
 from reference.sampling import SamplingParams, check_sampling, probabilities
@@ -79,15 +80,20 @@ class SpeculativeStats:
     emitted: int = 0  # tokens returned (after the EOS / length cut)
     accepted_per_round: list[int] = field(default_factory=list)
     drafted_per_round: list[int] = field(default_factory=list)  # k, or fewer near the end
-    reached: np.ndarray = None  # [k] how often draft position i was examined
-    accepted_at: np.ndarray = None  # [k] how often draft position i was accepted
+    reached: np.ndarray = None  # [positions] how often draft position i was examined
+    accepted_at: np.ndarray = None  # [positions] how often draft position i was accepted
     stop_reason: str = ""  # "eos" or "length"
+    positions: int = None  # draft positions counted: k, or fewer when no round can draft k
 
     def __post_init__(self) -> None:
+        # A round never drafts more than max_new_tokens - 1 tokens, so a run sizes its
+        # counters by min(k, max_new_tokens): a huge k allocates nothing huge.
+        if self.positions is None:
+            self.positions = self.k
         if self.reached is None:
-            self.reached = np.zeros(self.k, dtype=np.int64)
+            self.reached = np.zeros(self.positions, dtype=np.int64)
         if self.accepted_at is None:
-            self.accepted_at = np.zeros(self.k, dtype=np.int64)
+            self.accepted_at = np.zeros(self.positions, dtype=np.int64)
 
     @classmethod
     def pooled(cls, runs) -> SpeculativeStats:
@@ -97,14 +103,14 @@ class SpeculativeStats:
         ks = {s.k for s in runs}
         if len(ks) != 1:
             raise ValueError(f"pooled needs runs with one k, got k values {sorted(ks)}")
-        total = cls(k=ks.pop())
+        total = cls(k=ks.pop(), positions=max(s.positions for s in runs))
         for s in runs:
             for name in ("rounds", "drafted", "accepted", "rejections", "emitted"):
                 setattr(total, name, getattr(total, name) + getattr(s, name))
             total.accepted_per_round += s.accepted_per_round
             total.drafted_per_round += s.drafted_per_round
-            total.reached += s.reached
-            total.accepted_at += s.accepted_at
+            total.reached[: s.positions] += s.reached
+            total.accepted_at[: s.positions] += s.accepted_at
         return total
 
     @property
@@ -128,19 +134,19 @@ class SpeculativeStats:
         return self.emitted / self.rounds if self.rounds else float("nan")
 
     @property
-    def per_position_acceptance(self) -> np.ndarray:  # [k]: P(accept x_i | x_i examined)
+    def per_position_acceptance(self) -> np.ndarray:  # [positions]: P(accept x_i | examined)
         with np.errstate(invalid="ignore", divide="ignore"):
             rate = self.accepted_at / np.maximum(self.reached, 1)
         return np.where(self.reached > 0, rate, np.nan)
 
     @property
-    def accepted_histogram(self) -> np.ndarray:  # [k+1]: full rounds that accepted 0..k drafts
+    def accepted_histogram(self) -> np.ndarray:  # [positions+1]: full rounds by drafts accepted
         """Counts over rounds that drafted the full k. The last rounds of a run may draft
         fewer (never more than could be emitted); counting them would put a bonus-only round
         in the "0 accepted" bin although nothing was rejected."""
         rounds = zip(self.accepted_per_round, self.drafted_per_round, strict=True)
         full = [a for a, d in rounds if d == self.k]
-        return np.bincount(np.asarray(full, dtype=np.int64), minlength=self.k + 1)
+        return np.bincount(np.asarray(full, dtype=np.int64), minlength=self.positions + 1)
 
     def record(self, k_round: int, accepted: int) -> None:
         self.rounds += 1
@@ -247,15 +253,44 @@ def check_draft(draft: Draft, k_round: int, n_vocab: int) -> None:
 
 
 def verification_pass(
-    target: GPT, cache: KVCache, context: np.ndarray, draft_tokens: np.ndarray, sampling
-) -> tuple[np.ndarray, int]:
-    # -> (p [k+1, V], number of catch-up tokens fed). ONE target forward over the committed
-    # tokens its cache lacks plus the k drafts, written as temporary cache entries; its
-    # last k+1 rows score x_1..x_k and the bonus position.
+    target: GPT,
+    cache: KVCache,
+    context: np.ndarray,
+    draft_tokens: np.ndarray,
+    sampling,
+    shared: SharedLayers | None = None,
+) -> tuple[np.ndarray, int, np.ndarray]:
+    # -> (p [k+1, V], number of catch-up tokens fed, h [k+1, C]). ONE target forward over
+    # the committed tokens its cache lacks plus the k drafts, written as temporary cache
+    # entries; its last k+1 rows score x_1..x_k and the bonus position. h are those rows'
+    # final hidden states (what extra heads draft from). With `shared` (an early-exit
+    # drafter's rows), the rows it already ran through blocks 0..L'-1 start at block L'.
     new = catch_up_tokens(cache, context)
-    logits = target.forward_unchecked(np.concatenate([new, draft_tokens]), cache)
+    tokens = np.concatenate([new, draft_tokens])
+    if shared is None:
+        x = target.residual_unchecked(tokens, cache)
+    else:
+        x = residual_sharing(target, cache, tokens, shared)
     k = len(draft_tokens)
-    return probabilities(logits[-(k + 1) :], sampling), len(new)
+    h = target.norm(x[-(k + 1) :], "ln_f")  # [k+1, C]
+    return probabilities(target.logits(h), sampling), len(new), h
+
+
+def check_shared(shared: SharedLayers | None, target: GPT) -> None:
+    # Rows computed by some other model would silently change p: only the target's own.
+    if shared is not None and shared.target is not target:
+        raise ValueError(
+            "the drafter shares lower-layer rows of another model; an early-exit drafter "
+            "must be built from the very target it drafts for"
+        )
+
+
+def observe_target(drafter: Drafter, h: np.ndarray) -> None:
+    # h [C]: the target's final hidden state at the last position whose successor has been
+    # sampled; drafters that draft from the target's state (extra heads) keep it
+    observe = getattr(drafter, "observe", None)
+    if observe is not None:
+        observe(h)
 
 
 def cache_span_start(cache: KVCache | None) -> tuple[int, int]:
@@ -282,18 +317,24 @@ def speculative_round(
 
     draft = drafter.propose(context, k, sampling, rng)  # 1. draft
     check_draft(draft, k, target.n_vocab)  # a drafter may stop early, never draft more
+    check_shared(draft.shared, target)
     clock.mark("draft")
-    p, n_catch_up = verification_pass(target, cache, context, draft.tokens, sampling)  # 2.
+    p, n_catch_up, h = verification_pass(  # 2.
+        target, cache, context, draft.tokens, sampling, draft.shared
+    )
     clock.mark("target")
     t_written, d_written = cache.end, cache_span_start(draft_cache)[1]
     decide = verify_unchecked if verify_fn is None else verify_fn
     v = decide(p, draft.q, draft.tokens, rng)  # 3. accept a prefix, then one more token
+    if verify_fn is not None:  # a plug-in's answer is checked before either cache moves
+        v = Verification.from_plugin(v, len(draft.tokens), target.n_vocab, verify_fn)
     clock.mark("verify")
 
     cache.commit(n_catch_up + v.accepted)  # 4. keep the catch-up tokens and accepted drafts
     cache.rollback()  # ... and drop the rejected drafts' slots
     drafter.commit(v.accepted)
     drafter.rollback()
+    observe_target(drafter, h[v.accepted])  # the row that scored the round's last token
     return Round(
         draft=draft,
         p=p,
@@ -317,10 +358,11 @@ def emitted_tokens(
 def prefill(target: GPT, cache: KVCache, drafter: Drafter, prompt: np.ndarray) -> None:
     # Both models cache every prompt token but the last, which (like every round's last
     # emitted token) is fed together with the next drafts.
-    if len(prompt) > 1:
-        target.forward_unchecked(prompt[:-1], cache)
-        cache.commit(len(prompt) - 1)
     drafter.reset()
+    if len(prompt) > 1:
+        h = target.hidden_unchecked(prompt[:-1], cache)  # [n-1, C]
+        cache.commit(len(prompt) - 1)
+        observe_target(drafter, h[-1])  # the row that scored the prompt's last token
     drafter.prefill(prompt[:-1])
 
 
@@ -395,7 +437,7 @@ def run_rounds(
     clock.mark("prefill")
     context = prompt.copy()
     out: list[int] = []
-    stats = SpeculativeStats(k=k)
+    stats = SpeculativeStats(k=k, positions=min(k, max_new_tokens))
     rounds: list[RoundTrace] | None = [] if trace else None
 
     while True:

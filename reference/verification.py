@@ -38,9 +38,49 @@ class Verification:
         """draft_tokens[:accepted] + [token]."""
         return [int(t) for t in draft_tokens[: self.accepted]] + [int(self.token)]
 
+    @classmethod
+    def from_plugin(cls, answer, k: int, n_vocab: int, plugin) -> Verification:
+        """A plugged-in verify's answer, checked before either cache moves: it must be a
+        Verification-like (accepted, token) with 0 <= accepted <= k and token in 0..V-1.
+        (accepted = -1 would emit drafts that were never verified.)"""
+        accepted, token = getattr(answer, "accepted", None), getattr(answer, "token", None)
+        name = plugin_name(plugin)
+        if not (is_int(accepted) and is_int(token)):
+            raise TypeError(
+                f"the plugged-in verify {name} must return a Verification(accepted, token) of "
+                f"ints, got {answer!r}"
+            )
+        if not 0 <= accepted <= k:
+            raise ValueError(
+                f"the plugged-in verify {name} returned accepted={accepted}; it must be in "
+                f"0..{k} (the drafts of this round)"
+            )
+        if not 0 <= token < n_vocab:
+            raise ValueError(
+                f"the plugged-in verify {name} returned token={token}; it must be in "
+                f"0..{n_vocab - 1} (the vocabulary)"
+            )
+        return cls(int(accepted), int(token))
+
+
+def is_int(x) -> bool:
+    return isinstance(x, int | np.integer) and not isinstance(x, bool)
+
+
+def plugin_name(fn) -> str:
+    # "module.function" for the error messages that blame a plug-in
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return f"{module}.{qualname}" if module else qualname
+
 
 def acceptance_probability(p_x: float, q_x: float) -> float:
     # a(x) = min(1, p(x) / q(x)); q(x) > 0 because x was drawn from q
+    if not float(q_x) > 0:  # also refuses NaN
+        raise ValueError(
+            f"acceptance_probability: q(x) = {q_x}, but a drafted token has q(x) > 0 (it was "
+            f"sampled from q); pass the distribution the draft was really drawn from"
+        )
     return min(1.0, float(p_x) / float(q_x))
 
 

@@ -1,8 +1,16 @@
 """GPT-2 checkpoints on disk: ``config.json`` + ``model.safetensors``.
 
-safetensors is a plain format: an 8-byte little-endian header length, a JSON header
-mapping each tensor name to its dtype, shape and byte range, then the raw bytes. We read
-it with NumPy alone -- nothing is ever unpickled, so a checkpoint cannot run code.
+The safetensors format, in one paragraph: an 8-byte little-endian integer n, then n bytes
+of JSON (the header) mapping each tensor name to ``{"dtype", "shape", "data_offsets"}``,
+then one flat block of raw bytes. ``data_offsets = [begin, end]`` are byte positions in
+that block, relative to its start; the tensors tile it exactly, without gaps or overlaps.
+Nothing in the file is code, so loading one cannot run anything (a pickled ``.bin`` can).
+
+The bytes are read by the ``safetensors`` library (its NumPy API; small, no torch). We
+still read the header ourselves first, for two reasons: a malformed header then gets an
+error that names the file and says what is wrong (the library's own messages are terse),
+and the config can be compared with the tensors' shapes *before* anything is allocated
+(a config that claims a billion layers is refused, not obeyed).
 
 Hugging Face names (``transformer.h.0.attn.c_attn.weight``) map to ours by dropping the
 ``transformer.`` prefix; ``lm_head.weight`` is the tied token embedding.
@@ -11,130 +19,295 @@ Hugging Face names (``transformer.h.0.attn.c_attn.weight``) map to ours by dropp
 from __future__ import annotations
 
 import json
+import math
+import re
 import struct
 from pathlib import Path
 
 import numpy as np
 
+# The one third-party import of the core besides numpy: checkpoint I/O is the core's edge
+# (tests/unit/test_layout.py names this exception).
+import safetensors.numpy
+from safetensors import SafetensorError
+
 from reference.config import GPTConfig
 from reference.model import GPT, expected_param_shapes
 
-SAFETENSORS_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "BF16": np.uint16}
+# the dtypes we load (each becomes float32); bf16 has no NumPy dtype, see `check_entry`
+SAFETENSORS_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64}
 NUMPY_TO_SAFETENSORS = {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32"}
 # buffers that some transformers versions store next to the weights; they are not parameters
 IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias")
 SUPPORTED_ACTIVATIONS = ("gelu_new", "gelu_pytorch_tanh")
+REQUIRED_CONFIG_KEYS = ("vocab_size", "n_positions", "n_embd", "n_head", "n_layer")
+# a header larger than this is not a GPT-2 header (gpt2-xl's is ~60 KB): refuse to read it
+MAX_HEADER_BYTES = 100 * 2**20
+HF_PREFIX = "transformer."
+BLOCK_NAME = re.compile(r"h\.(\d+)\.")
 
 
 class CheckpointError(ValueError):
     """A checkpoint directory that cannot be loaded; the message says why."""
 
 
-def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
-    """Every tensor of a .safetensors file as a NumPy array (bf16 widened to float32)."""
+# ------------------------------------------------------------------ the safetensors header
+
+
+def read_header(path: str | Path) -> dict[str, dict]:
+    """The tensor entries of a .safetensors header, checked; nothing of the data is read.
+
+    -> {name: {"dtype": str, "shape": [ints], "data_offsets": [begin, end]}}"""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"weights file not found: {path}")
-    data = path.read_bytes()
-    if len(data) < 8:
-        raise CheckpointError(f"{path} is truncated: {len(data)} bytes, not even a header length")
-    (header_len,) = struct.unpack("<Q", data[:8])
-    if 8 + header_len > len(data):
-        raise CheckpointError(f"{path} is truncated or corrupt: header says {header_len} bytes")
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise CheckpointError(f"{path} is truncated: {size} bytes, not even a header length")
+        (header_len,) = struct.unpack("<Q", head)
+        if header_len > min(size - 8, MAX_HEADER_BYTES):
+            raise CheckpointError(
+                f"{path} is truncated or corrupt: its header length says {header_len} bytes, "
+                f"the file holds {size - 8} after the length"
+            )
+        raw = f.read(header_len)
+    header = parse_header_json(path, raw)
+    metadata = header.get("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise CheckpointError(f"{path} is corrupt: __metadata__ must map names to strings")
+    entries = {name: info for name, info in header.items() if name != "__metadata__"}
+    for name, info in entries.items():
+        check_entry(path, name, info)
+    check_tiling(path, entries, size - 8 - header_len)
+    return entries
+
+
+def parse_header_json(path: Path, raw: bytes) -> dict:
+    # JSON text -> a dict; a name that appears twice is an error (json.loads would keep the
+    # last one silently, and the library's message does not say which)
+    def no_duplicates(pairs):
+        seen = {}
+        for key, value in pairs:
+            if key in seen:
+                raise CheckpointError(f"{path} is corrupt: tensor {key!r} appears twice")
+            seen[key] = value
+        return seen
+
     try:
-        header = json.loads(data[8 : 8 + header_len])
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=no_duplicates)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise CheckpointError(f"{path} is corrupt: its header is not JSON ({err})") from None
-    body = memoryview(data)[8 + header_len :]
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        tensors[name] = decode_tensor(path, name, info, body)
-    return tensors
-
-
-def decode_tensor(path: Path, name: str, info: dict, body: memoryview) -> np.ndarray:
-    dtype = SAFETENSORS_DTYPES.get(info.get("dtype"))
-    if dtype is None:
-        raise CheckpointError(f"{path}: tensor {name!r} has unsupported dtype {info.get('dtype')}")
-    begin, end = info["data_offsets"]
-    shape = tuple(info["shape"])
-    expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    if end > len(body) or end - begin != expected:
+    if not isinstance(header, dict):
         raise CheckpointError(
-            f"{path} is truncated or corrupt: tensor {name!r} needs {expected} bytes at "
-            f"{begin}..{end}, the file holds {len(body)} bytes of data"
+            f"{path} is corrupt: its header must be a JSON object of tensors, "
+            f"got a {type(header).__name__}"
         )
-    arr = np.frombuffer(body[begin:end], dtype=dtype).reshape(shape)
-    if info["dtype"] == "BF16":  # bfloat16 = the high 16 bits of a float32
-        arr = (arr.astype(np.uint32) << 16).view(np.float32)
-    return arr.astype(np.float32)
+    return header
+
+
+def is_count(x) -> bool:
+    # a JSON non-negative integer (a bool is not one, although Python says it is an int)
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def check_entry(path: Path, name: str, info) -> None:
+    # one header entry: a dtype we read, a shape of counts, [begin, end] that fit the shape
+    where = f"{path}: tensor {name!r}"
+    if not isinstance(info, dict):
+        raise CheckpointError(f"{where} must be a JSON object, got {info!r}")
+    missing = [key for key in ("dtype", "shape", "data_offsets") if key not in info]
+    if missing:
+        raise CheckpointError(f"{where} has no {' or '.join(missing)}")
+    dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+    if dtype == "BF16":
+        raise CheckpointError(
+            f"{where} is bfloat16, which NumPy cannot hold; save the model in float32 or "
+            f"float16 (e.g. model.float().save_pretrained(...)) and load that"
+        )
+    if dtype not in SAFETENSORS_DTYPES:
+        raise CheckpointError(f"{where} has unsupported dtype {dtype!r} (F16, F32 or F64)")
+    if not isinstance(shape, list) or not all(is_count(n) for n in shape):
+        raise CheckpointError(f"{where}: shape must be a list of integers >= 0, got {shape!r}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(is_count, offsets))):
+        raise CheckpointError(
+            f"{where}: data_offsets must be [begin, end], two integers >= 0, got {offsets!r}"
+        )
+    begin, end = offsets
+    expected = math.prod(shape) * np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize
+    if end - begin != expected:
+        raise CheckpointError(
+            f"{where}: data_offsets {offsets} span {end - begin} bytes, but shape {shape} "
+            f"of {dtype} needs {expected}"
+        )
+
+
+def check_tiling(path: Path, entries: dict[str, dict], body_size: int) -> None:
+    # the byte ranges must tile the data block: each starts where the previous one ended.
+    # An overlap would read another tensor's bytes (checked first: it is the worse fault);
+    # a gap hides bytes no tensor owns.
+    spans = sorted((*info["data_offsets"], name) for name, info in entries.items())
+    for (_, end_a, a), (begin_b, end_b, b) in zip(spans, spans[1:], strict=False):
+        if begin_b < end_a:
+            raise CheckpointError(
+                f"{path} is corrupt: tensor {b!r} (bytes {begin_b}..{end_b}) overlaps tensor "
+                f"{a!r} (which ends at byte {end_a})"
+            )
+    position = 0
+    for begin, end, name in spans:
+        if begin != position:
+            raise CheckpointError(
+                f"{path} is corrupt: tensor {name!r} starts at byte {begin}, but the data "
+                f"before it ends at byte {position}: {begin - position} bytes no tensor owns"
+            )
+        position = end
+    if position != body_size:
+        raise CheckpointError(
+            f"{path} is truncated or corrupt: its tensors need {position} bytes of data, "
+            f"the file holds {body_size}"
+        )
+
+
+# ------------------------------------------------------------------ reading and writing
+
+
+def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
+    """Every tensor of a .safetensors file as a float32 NumPy array (header checked first)."""
+    path = Path(path)
+    read_header(path)
+    try:
+        tensors = safetensors.numpy.load_file(path)
+    except (SafetensorError, OSError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{path} cannot be read by safetensors: {err}") from None
+    return {name: arr.astype(np.float32) for name, arr in tensors.items()}
 
 
 def write_safetensors(path: str | Path, tensors: dict[str, np.ndarray], metadata=None) -> None:
-    header, offset, chunks = {}, 0, []
+    """Write float16 / float32 arrays as one .safetensors file (metadata: str -> str)."""
     for name, arr in tensors.items():
-        arr = np.ascontiguousarray(arr)
-        raw = arr.tobytes()
-        header[name] = {
-            "dtype": NUMPY_TO_SAFETENSORS[arr.dtype],
-            "shape": list(arr.shape),
-            "data_offsets": [offset, offset + len(raw)],
-        }
-        chunks.append(raw)
-        offset += len(raw)
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    blob = json.dumps(header).encode()
-    blob += b" " * (-len(blob) % 8)  # align the data to 8 bytes, as the format recommends
-    Path(path).write_bytes(struct.pack("<Q", len(blob)) + blob + b"".join(chunks))
+        if np.asarray(arr).dtype not in NUMPY_TO_SAFETENSORS:
+            raise ValueError(f"tensor {name!r} is {np.asarray(arr).dtype}; write float16/32")
+    arrays = {name: np.ascontiguousarray(arr) for name, arr in tensors.items()}
+    meta = {str(k): str(v) for k, v in metadata.items()} if metadata else None
+    safetensors.numpy.save_file(arrays, str(path), metadata=meta)
+
+
+# ------------------------------------------------------------------ config.json
+
+
+def read_json_object(path: Path) -> dict:
+    # a JSON file that must hold an object; every failure names the file
+    if not path.is_file():
+        raise CheckpointError(f"{path.name} not found in {path.parent}")
+    try:
+        d = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise CheckpointError(f"{path} is not UTF-8 text ({err})") from None
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path} is not JSON ({err})") from None
+    if not isinstance(d, dict):
+        raise CheckpointError(f"{path} must hold a JSON object, got a {type(d).__name__}")
+    return d
 
 
 def read_config(directory: Path) -> GPTConfig:
     path = directory / "config.json"
-    if not path.is_file():
-        raise CheckpointError(f"config.json not found in {directory}")
-    d = json.loads(path.read_text())
+    d = read_json_object(path)
     arch = d.get("model_type")
     if arch != "gpt2":
         raise CheckpointError(
             f"{path}: model_type {arch!r} is not supported; only GPT-2 checkpoints load"
         )
+    missing = [key for key in REQUIRED_CONFIG_KEYS if key not in d]
+    if missing:
+        raise CheckpointError(
+            f"{path} has no {', '.join(missing)} (a GPT-2 config has all of them)"
+        )
     act = d.get("activation_function", "gelu_new")
     if act not in SUPPORTED_ACTIVATIONS:
         raise CheckpointError(f"{path}: activation_function {act!r} is not supported (gelu_new)")
-    if d.get("n_inner") not in (None, 4 * d["n_embd"]):
-        raise CheckpointError(f"{path}: n_inner={d['n_inner']} is not supported (4 * n_embd)")
-    return GPTConfig.from_hf_dict(d)
+    try:
+        cfg = GPTConfig.from_hf_dict(d)
+    except (TypeError, ValueError) as err:  # GPTConfig's own checks say which field
+        raise CheckpointError(f"{path}: {err}") from None
+    n_inner = d.get("n_inner")
+    if n_inner is not None and (isinstance(n_inner, bool) or n_inner != 4 * cfg.n_embd):
+        raise CheckpointError(f"{path}: n_inner={n_inner!r} is not supported (4 * n_embd)")
+    return cfg
+
+
+# ------------------------------------------------------------------ config against tensors
+
+
+def our_names(hf_names, source: str) -> dict[str, str]:
+    # {our name: the file's name}: drop "transformer." and the buffers that are not
+    # parameters; a name stored both with and without the prefix is refused (which one
+    # would the model get?)
+    mapping: dict[str, str] = {}
+    for hf_name in hf_names:
+        if hf_name.endswith(IGNORED_SUFFIXES):
+            continue
+        name = hf_name.removeprefix(HF_PREFIX)
+        if name in mapping:
+            raise CheckpointError(
+                f"{source}: tensor {name!r} is stored twice, as {mapping[name]!r} and "
+                f"{hf_name!r}; keep one of them"
+            )
+        mapping[name] = hf_name
+    return mapping
+
+
+def check_against_config(cfg: GPTConfig, shapes: dict[str, tuple], source: str) -> None:
+    # shapes: {our name: shape} from the header. Count the blocks first, so that a config
+    # claiming far more layers than the file holds never builds its table of shapes.
+    blocks = {int(m.group(1)) for name in shapes if (m := BLOCK_NAME.match(name))}
+    if len(blocks) != cfg.n_layer:
+        raise CheckpointError(
+            f"{source}: config.json says n_layer={cfg.n_layer}, the file holds "
+            f"{len(blocks)} transformer blocks"
+        )
+    expected = expected_param_shapes(cfg)
+    for name, shape in expected.items():
+        if name not in shapes:
+            raise CheckpointError(f"{source}: tensor {name!r} is missing")
+        if shapes[name] != shape:
+            raise CheckpointError(
+                f"{source}: tensor {name!r} has shape {shapes[name]}, config.json implies {shape}"
+            )
+    unknown = sorted(set(shapes) - set(expected) - {"lm_head.weight"})
+    if unknown:
+        raise CheckpointError(f"{source}: unexpected tensors {unknown[:5]} (not a GPT-2 model?)")
+
+
+def check_finite_weights(params: dict[str, np.ndarray], source: str) -> None:
+    # a NaN or inf weight would surface hundreds of tokens later as "bad logits": name it now
+    for name, arr in params.items():
+        if not np.all(np.isfinite(arr)):
+            bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+            raise CheckpointError(
+                f"{source}: tensor {name!r} holds {bad} NaN or infinite values; the "
+                f"checkpoint is broken (re-save or re-train it)"
+            )
 
 
 def params_from_hf(tensors: dict[str, np.ndarray], cfg: GPTConfig, source: str) -> dict:
-    params = {}
-    for name, arr in tensors.items():
-        if name.endswith(IGNORED_SUFFIXES):
-            continue
-        params[name.removeprefix("transformer.")] = arr
+    # {file name: array} -> {our name: array}, every shape checked against the config
+    names = our_names(tensors, source)
+    params = {name: tensors[hf_name] for name, hf_name in names.items()}
+    check_against_config(cfg, {name: arr.shape for name, arr in params.items()}, source)
+    check_finite_weights(params, source)
     lm_head = params.pop("lm_head.weight", None)
-    expected = expected_param_shapes(cfg)
-    for name, shape in expected.items():
-        if name not in params:
-            raise CheckpointError(f"{source}: tensor {name!r} is missing")
-        if params[name].shape != shape:
-            raise CheckpointError(
-                f"{source}: tensor {name!r} has shape {params[name].shape}, "
-                f"config.json implies {shape}"
-            )
-    unknown = sorted(set(params) - set(expected))
-    if unknown:
-        raise CheckpointError(f"{source}: unexpected tensors {unknown[:5]} (not a GPT-2 model?)")
     if lm_head is not None and not np.array_equal(lm_head, params["wte.weight"]):
         raise CheckpointError(f"{source}: lm_head.weight is not tied to wte.weight (unsupported)")
     return params
 
 
 def load_gpt2(directory: str | Path) -> GPT:
-    """Load a GPT-2 checkpoint directory (config.json + model.safetensors)."""
+    """Load a GPT-2 checkpoint directory (config.json + model.safetensors).
+
+    Order matters: config and header are checked against each other before the tensors'
+    bytes are read, so a bad checkpoint is refused without allocating its claims."""
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"checkpoint directory not found: {directory}")
@@ -145,7 +318,11 @@ def load_gpt2(directory: str | Path) -> GPT:
         hint = f" (found {bins}: pickled weights are never loaded; convert to safetensors)"
         message = f"model.safetensors not found in {directory}"
         raise CheckpointError(message + (hint if bins else ""))
-    return GPT(cfg, params_from_hf(read_safetensors(weights), cfg, str(weights)))
+    source = str(weights)
+    header = read_header(weights)
+    names = our_names(header, source)
+    check_against_config(cfg, {n: tuple(header[h]["shape"]) for n, h in names.items()}, source)
+    return GPT(cfg, params_from_hf(read_safetensors(weights), cfg, source))
 
 
 def save_gpt2(model: GPT, directory: str | Path, dtype=np.float16, metadata=None) -> None:
@@ -153,5 +330,5 @@ def save_gpt2(model: GPT, directory: str | Path, dtype=np.float16, metadata=None
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(model.config.to_hf_dict(), indent=2) + "\n")
-    tensors = {"transformer." + k: v.astype(dtype) for k, v in model.params.items()}
+    tensors = {HF_PREFIX + k: v.astype(dtype) for k, v in model.params.items()}
     write_safetensors(directory / "model.safetensors", tensors, metadata or {"format": "pt"})

@@ -88,7 +88,9 @@ def plot_law_comparison(
     target really samples from. Legends carry the total-variation distance to the target."""
     target = np.asarray(target, dtype=np.float64)
     order = np.argsort(-target, kind="stable")[:top]
+    order = order[target[order] > 0]  # never a named bar for a token the target cannot emit
     rest = np.setdiff1d(np.arange(len(target)), order)
+    others = "others (p = 0)" if target[rest].sum() == 0 else "others"
 
     def shown(law):  # the top tokens, then all the others pooled in one bar
         return np.append(law[order], law[rest].sum())
@@ -121,11 +123,13 @@ def plot_law_comparison(
         )
     ax.set_xticks(x)
     ax.set_xticklabels(
-        [f"'{display_token(t, token_label)}'" for t in order] + ["others"],
+        [f"'{display_token(t, token_label)}'" for t in order] + [others],
         family="DejaVu Sans Mono",
     )
     ax.set_ylabel("probability of the emitted token")
-    ax.set_xlabel(f"the {len(order)} most likely tokens under the target, then all others")
+    ax.set_xlabel(
+        f"the {len(order)} most likely tokens under the target (p > 0), then all others pooled"
+    )
     ax.set_title(title or "Exact output law of verify (verify_law) vs the target's law")
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)

@@ -12,21 +12,25 @@ import numpy as np
 from lab.figures.style import save
 
 
-def plot_matmul_times(times: dict, path) -> Path:
-    """times[H][k] = median seconds of one [k, H] @ [H, H] product (measured by the caller).
+def plot_matmul_times(times: dict, path, blocked: dict | None = None) -> Path:
+    """times[H][k] = median seconds of one [k, H] @ [H, H] product (measured by the caller);
+    `blocked`, the same for the blocked few-row product of lab/fast_cpu.py (dashed lines).
 
-    Left: seconds per call; right: seconds per row. A flat left curve means the k rows came
-    almost for free: the product is bound by reading the [H, H] weights, not by arithmetic.
-    """
+    Left: seconds per call; right: seconds per row. A row costs less in a k-row product than
+    alone only where the right panel's curve falls below its k = 1 point."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     cmap = plt.get_cmap("viridis")
     Hs = sorted(times)
     for j, H in enumerate(Hs):
-        ks = sorted(times[H])
-        t = np.array([times[H][k] for k in ks])
         colour = cmap(j / max(1, len(Hs) - 1) * 0.85)
-        ax1.plot(ks, t * 1e6, marker="o", color=colour, label=f"H = {H}")
-        ax2.plot(ks, t / np.array(ks) * 1e6, marker="o", color=colour, label=f"H = {H}")
+        for label, table, ls in (("x @ W", times, "-"), ("blocked", blocked or {}, "--")):
+            if H not in table:
+                continue
+            ks = sorted(table[H])
+            t = np.array([table[H][k] for k in ks])
+            name = f"H = {H}" + (f", {label}" if blocked else "")
+            ax1.plot(ks, t * 1e6, marker="o", ls=ls, color=colour, label=name)
+            ax2.plot(ks, t / np.array(ks) * 1e6, marker="o", ls=ls, color=colour, label=name)
     for ax in (ax1, ax2):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -35,9 +39,9 @@ def plot_matmul_times(times: dict, path) -> Path:
     ax1.set_ylabel("µs per product")
     ax1.set_title("Time of one product")
     ax2.set_ylabel("µs per row (product time / k)")
-    ax2.set_title("Time per row: the k rows share one read of the weights")
-    ax2.legend(fontsize=8)
-    fig.suptitle("Matrix-vector (k = 1, decoding) vs matrix-matrix (k > 1, verification)")
+    ax2.set_title("Time per row: below the k = 1 point, rows are cheaper together")
+    ax2.legend(fontsize=7, ncol=2 if blocked else 1)
+    fig.suptitle("One row (k = 1, decoding) vs a few rows (k > 1, verification)")
     fig.tight_layout()
     return save(fig, path)
 

@@ -17,10 +17,18 @@ from lab.figures.style import (
     box,
     display_token,
     legend_patches,
+    probability_text,
     save,
     subscript,
 )
 from reference.speculative import ACCEPTED, NEVER_EXAMINED, REJECTED
+
+
+def drafts_before(i: int) -> str:
+    # the drafts x₁ .. x_i, written out up to two and as a range beyond
+    if i <= 2:
+        return " ".join(f"x{subscript(j)}" for j in range(1, i + 1))
+    return f"x₁…x{subscript(i)}"
 
 
 def plot_draft_rows(
@@ -46,10 +54,12 @@ def plot_draft_rows(
         ax.invert_yaxis()
         ax.set_xlim(0, 1)
         ax.set_xlabel("probability")
-        given = "context" + ("" if i == 0 else f", x₁…x{subscript(i)}")
+        # q_{i+1} is conditioned on the drafts before it: none, x₁, x₁ x₂, x₁…x₃, ...
+        given = "context" + ("" if i == 0 else ", " + drafts_before(i))
         ax.set_title(
             f"q{subscript(i + 1)}(· | {given})\nx{subscript(i + 1)} = "
-            f"'{display_token(tokens[i], token_label)}'  (q = {q_rows[i, tokens[i]]:.2f})",
+            f"'{display_token(tokens[i], token_label)}'  "
+            f"(q = {probability_text(q_rows[i, tokens[i]])})",
             fontsize=9,
         )
         ax.grid(True, axis="x", alpha=0.3)
@@ -118,8 +128,9 @@ def plot_verification(rnd, path, last_context_token: int, token_label=None) -> P
             ax.text(
                 x + 0.5,
                 -0.2,
-                f"p={rnd.p_of_drafts[j]:.2f}\nq={rnd.q_of_drafts[j]:.2f}\n"
-                f"a={probs[j]:.2f} {verdict}",
+                f"p={probability_text(rnd.p_of_drafts[j])}\n"
+                f"q={probability_text(rnd.q_of_drafts[j])}\n"
+                f"a={probability_text(probs[j])} {verdict}",
                 ha="center",
                 va="top",
                 fontsize=8,
@@ -225,7 +236,7 @@ def plot_pipeline(
             ax.text(
                 starts[1] + i,
                 y - 0.55,
-                f"{rnd.q_of_drafts[i]:.2f}",
+                probability_text(rnd.q_of_drafts[i]),
                 ha="center",
                 fontsize=6.5,
                 color="#555555",
@@ -236,7 +247,7 @@ def plot_pipeline(
             ax.text(
                 starts[2] + i,
                 y - 0.55,
-                f"{rnd.acceptance_probabilities[i]:.2f}{mark}",
+                f"{probability_text(rnd.acceptance_probabilities[i])}{mark}",
                 ha="center",
                 fontsize=6.5,
                 color="#555555",

@@ -51,6 +51,15 @@ CACHE_COLOURS = {
 }
 
 
+def probability_text(x: float) -> str:
+    """A probability short enough for a box's caption that never reads as zero when it is
+    not: two decimals from 0.01 up, one significant digit below (a drafted token can have
+    q = 0.003, which two decimals would print as 0.00)."""
+    if x >= 0.01 or x == 0.0:
+        return f"{x:.2f}"
+    return f"{x:.0e}".replace("e-0", "e-")
+
+
 def display_token(tok: int, token_label=None) -> str:
     """A token as a short, visible label for a figure: space as ␣, newline as ↵, `$` escaped
     so that matplotlib does not read it as mathtext."""

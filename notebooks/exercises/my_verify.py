@@ -1,14 +1,20 @@
 """Exercise: write speculative sampling's `verify` yourself, then let the oracle grade it.
 
-Run the oracle on your function from the repository root:
+Grade your function from the repository root (about 10 s when it is right, a second or two
+when it is not):
+
+    .venv/bin/specdec grade notebooks/exercises/my_verify.py:verify
+
+(or `make grade`). The grader runs the checks that exercise your code, cheapest first: exact
+cases whose outcome is certain, the article's A/B example, the joint law of (accepted, token)
+for k = 3, drafts from context-dependent tables, point-mass and greedy rows, and your verify
+inside the speculative loop on a tiny transformer. It prints one line per law, PASS or FAIL,
+and explains each failure on the smallest case that shows it, with a hint about the likely
+mistake. If your code raises, it shows your line and the inputs that caused it.
+
+The exhaustive mode, every statistical family of the project's oracle with Holm tables:
 
     .venv/bin/pytest -m distribution --verify=notebooks/exercises/my_verify.py:verify
-
-It runs every statistical check of `pytest -m distribution` against your code instead of
-the reference: the article's A/B example, fixed rows with k = 3, context-dependent tables,
-point-mass and greedy rows, and the whole speculative loop on tiny transformers. Green means
-your sampler's output law cannot be told apart from the target's; a red check names the law
-that was off (and notebook 09 shows how each classic mistake is caught).
 
 The contract (the same as `reference.verification.verify`; notation: p = target, q = draft):
 
@@ -49,5 +55,5 @@ def verify(p_target: np.ndarray, q_draft: np.ndarray, draft_tokens, rng: np.rand
     # p_target [k+1, V], q_draft [k, V], draft_tokens [k] -> (accepted, token)
     raise NotImplementedError(
         "write verify() in notebooks/exercises/my_verify.py, then grade it with: "
-        ".venv/bin/pytest -m distribution --verify=notebooks/exercises/my_verify.py:verify"
+        ".venv/bin/specdec grade notebooks/exercises/my_verify.py:verify"
     )

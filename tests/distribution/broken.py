@@ -19,6 +19,8 @@ import numpy as np
 
 import reference.speculative as speculative
 from reference.drafters import Draft, ModelDrafter
+from reference.early_exit import EarlyExitDrafter
+from reference.heads import HeadsDrafter
 from reference.kv_cache import KVCache
 from reference.lookup import HybridDrafter, LookupDrafter, lookup_continuation, point_mass_rows
 from reference.model import GPT
@@ -240,6 +242,25 @@ class LookupKeepsRejectedDrafts(LookupDrafter):
         pass  # the bug: the drafts that were not accepted stay in self.text
 
 
+class HeadsJudgedWithAnotherHeadsQ(HeadsDrafter):
+    """Extra heads whose q rows are handed over in the wrong order: draft i was drawn from
+    head i, but verify judges it with the row of another head (the rows reversed)."""
+
+    def propose(self, context, k, sampling, rng) -> Draft:
+        draft = super().propose(context, k, sampling, rng)
+        return Draft(draft.tokens, draft.q[::-1].copy())
+
+
+class EarlyExitKeepsRejectedKV(EarlyExitDrafter):
+    """Early exit whose lower-layer cache keeps the first rejected draft's slot in its
+    history (the KeepsRejectedSlotKVCache bug): the rows it shares, and the K/V the
+    verification pass copies from it, then carry a rejected draft into the target cache."""
+
+    def __init__(self, target: GPT, n_layer: int, head=None) -> None:
+        super().__init__(target, n_layer, head)
+        self.cache = cache_like(self.cache, KeepsRejectedSlotKVCache)
+
+
 # --------------------------------------------------------------------------------------------
 # Broken loops: the signature of speculative_generate
 # --------------------------------------------------------------------------------------------
@@ -271,6 +292,33 @@ def with_hybrid(cls: type[HybridDrafter]) -> Callable:
     # the setup's HybridDrafter replaced by a broken one around the same two drafters
     def generate(target, drafter, prompt, **kwargs):
         return speculative_generate(target, cls(drafter.lookup, drafter.fallback), prompt, **kwargs)
+
+    return generate
+
+
+def with_self_drafter(cls: type) -> Callable:
+    # the setup's early-exit or heads drafter replaced by a broken one with the same parts
+    def generate(target, drafter, prompt, **kwargs):
+        if isinstance(drafter, EarlyExitDrafter):
+            head = {
+                "exit.ln.weight": drafter.model.params["ln_f.weight"],
+                "exit.ln.bias": drafter.model.params["ln_f.bias"],
+            }
+            if drafter.adapter is not None:
+                head |= {
+                    "exit.proj.weight": drafter.adapter[0],
+                    "exit.proj.bias": drafter.adapter[1],
+                }
+            broken = cls(drafter.target, drafter.n_layer, head)
+        else:
+            heads = {}
+            for i in range(drafter.n_heads):
+                heads |= {
+                    f"heads.{i}.weight": drafter.head_weight(i),
+                    f"heads.{i}.bias": drafter.b[i],
+                }
+            broken = cls(drafter.target, heads)
+        return speculative_generate(target, broken, prompt, **kwargs)
 
     return generate
 
@@ -421,6 +469,23 @@ CATALOGUE = [
         with_lookup(LookupKeepsRejectedDrafts),
         "lookup_topk_k3_eos:round2",
         1000,
+    ),
+]
+
+CATALOGUE += [
+    broken_loop(
+        "heads_judged_with_another_heads_q",
+        HeadsJudgedWithAnotherHeadsQ.__doc__,
+        with_self_drafter(HeadsJudgedWithAnotherHeadsQ),
+        "heads_t1_k3:tokens",
+        2000,
+    ),
+    broken_loop(
+        "early_exit_keeps_rejected_kv",
+        EarlyExitKeepsRejectedKV.__doc__,
+        with_self_drafter(EarlyExitKeepsRejectedKV),
+        "exit_t1_k2:tokens",
+        2000,
     ),
 ]
 

@@ -56,6 +56,7 @@ from .oracle import (
     sample_loop,
     sample_rounds,
 )
+from .self_drafting import SELF_DRAFT_SETUPS
 
 # --------------------------------------------------------------------------------------------
 # verify family
@@ -385,7 +386,9 @@ LOOKUP_SETUPS: dict[str, LoopSetup] = {
         ),
     ]
 }
-ALL_LOOP_SETUPS = LOOP_SETUPS | LOOKUP_SETUPS  # where a broken variant's check may live
+ALL_LOOP_SETUPS = (
+    LOOP_SETUPS | LOOKUP_SETUPS | SELF_DRAFT_SETUPS
+)  # where a broken variant's check may live
 
 
 def lookup_family(generate: Callable, verify_fn: Callable | None) -> dict[str, CheckResult]:

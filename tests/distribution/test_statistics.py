@@ -32,6 +32,7 @@ from .oracle import (
     loop_laws,
     merge_cells,
 )
+from .self_drafting import SELF_DRAFT_MEMBERS, SELF_DRAFT_SETUPS
 
 pytestmark = pytest.mark.distribution
 
@@ -85,7 +86,12 @@ def test_holm_adjusts_step_down():
 # every chi-square check with at least two cells (a point mass only checks its support)
 CHECKS = [
     c
-    for c in [*loop_check_laws(), *loop_check_laws(LOOKUP_SETUPS), *verify_check_laws()]
+    for c in [
+        *loop_check_laws(),
+        *loop_check_laws(LOOKUP_SETUPS),
+        *loop_check_laws(SELF_DRAFT_SETUPS),
+        *verify_check_laws(),
+    ]
     if len(merge_cells(c[1], c[2])) > 1
 ]
 
@@ -132,3 +138,13 @@ def test_lookup_sample_sizes_give_the_stated_power():
         if df >= 1:
             bound = 0.13 if name.endswith(":tokens") else 0.09
             assert detectable_effect(n, df, ALPHA / len(LOOKUP_MEMBERS)) <= bound, name
+
+
+def test_self_drafting_sample_sizes_give_the_stated_power():
+    """docs/oracle.md's claim for the self-drafting family (m = 12, n = 4 000 runs per
+    setup): w <= 0.091 for the accepted-count laws and <= 0.145 for the token laws."""
+    for name, law, n in loop_check_laws(SELF_DRAFT_SETUPS):
+        df = len(merge_cells(law, n)) - 1
+        if df >= 1:
+            bound = 0.145 if name.endswith(":tokens") else 0.091
+            assert detectable_effect(n, df, ALPHA / len(SELF_DRAFT_MEMBERS)) <= bound, name

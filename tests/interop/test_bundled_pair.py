@@ -53,3 +53,34 @@ def test_greedy_speculative_equals_greedy_autoregressive_on_the_pair():
         )
         assert spec.tokens == ar
         assert spec.stats.alpha > 0.3  # a trained pair agrees far more often than chance
+
+
+def test_the_self_drafting_parts_load_and_decode_exactly():
+    """models/self_draft: the exit heads and extra heads fit the bundled target, their
+    metadata says how they were made, and greedy decoding with them equals generate."""
+    from lab.bundled import SELF_DRAFT_DIR, load_exit_head, load_heads
+    from reference import EarlyExitDrafter, HeadsDrafter
+
+    meta = json.loads((SELF_DRAFT_DIR / "metadata.json").read_text())
+    for key in ("command", "exit_heads", "extra_heads", "date", "hyperparameters"):
+        assert key in meta, f"self_draft/metadata.json lacks {key!r}"
+    assert not meta["hyperparameters"]["target"].startswith("/"), "no local path in metadata"
+    target, _ = load_bundled_pair()
+    prompt = held_out_code_prompts(1, length=120)[0]
+    want = generate(
+        target, prompt, max_new_tokens=24, rng=np.random.default_rng(0), sampling=GREEDY
+    )
+    drafters = [EarlyExitDrafter(target, L, load_exit_head(L)) for L in (2, 3)]
+    drafters.append(HeadsDrafter(target, load_heads()))
+    for drafter in drafters:
+        out = speculative_generate(
+            target,
+            drafter,
+            prompt,
+            k=4,
+            max_new_tokens=24,
+            rng=np.random.default_rng(0),
+            sampling=GREEDY,
+        )
+        assert out.tokens == list(want), type(drafter).__name__
+        assert out.stats.alpha > 0.3, f"{type(drafter).__name__}: trained parts accept little"

@@ -1,8 +1,9 @@
 """The exercise of notebook 09: the skeleton says what to do, the solution is exact.
 
-The full grading is `pytest -m distribution --verify=<file>:verify` (tests/conftest.py); this
-file only checks, quickly, that the skeleton fails with instructions and that the shipped
-solution's output law matches `reference.verification.verify_law`.
+The grading is `specdec grade <file>:verify` (tests/grader/ tests it on this solution), or
+exhaustively `pytest -m distribution --verify=<file>:verify`; this file only checks, quickly,
+that the skeleton fails with instructions and that the shipped solution's output law matches
+`reference.verification.verify_law`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def load(path: Path):
 def test_skeleton_raises_with_the_grading_command():
     verify = load(EXERCISES / "my_verify.py")
     P, Q = np.array([[0.6, 0.4], [0.5, 0.5]]), np.array([[0.8, 0.2]])
-    with pytest.raises(NotImplementedError, match="--verify=notebooks/exercises/my_verify.py"):
+    with pytest.raises(NotImplementedError, match="specdec grade notebooks/exercises/my_verify"):
         verify(P, Q, [0], np.random.default_rng(0))
 
 

@@ -79,6 +79,59 @@ def test_appends_of_a_few_rows_take_the_blocked_path(plain, monkeypatch):
     assert not calls
 
 
+def blocks_taken(model: GPT, monkeypatch, T: int) -> dict[tuple[int, int], int]:
+    """(C_in, C_out) -> number of weight blocks linear_few_rows used for a T-row append."""
+    seen = {}
+    real = fast_cpu.linear_few_rows
+
+    def spy(x, w_t, b):
+        B = fast_cpu.block_size(x.shape[0], x.shape[1])
+        seen[(w_t.shape[1], w_t.shape[0])] = -(-w_t.shape[0] // B)
+        return real(x, w_t, b)
+
+    monkeypatch.setattr(fast_cpu, "linear_few_rows", spy)
+    quick = fast(model)
+    cache = quick.new_cache()
+    quick.forward(np.arange(20), cache)
+    cache.commit(20)
+    quick.forward(np.arange(T), cache)
+    return seen
+
+
+def test_the_bundled_targets_appends_are_cut_into_several_blocks(bundled, monkeypatch):
+    """The bundled-shape parity test above reaches the blocked product proper: a 9-row append
+    (k = 8) splits every linear layer of the bundled target (C = 384) into several blocks of
+    w.T, concatenated back; at 5 rows the attention output projection [C, C] is still one
+    block. (The bundled draft, C = 128, stays one block at every T <= 9: its parity test
+    covers the single-block branch only.)"""
+    C = bundled[0].config.n_embd
+    blocks = blocks_taken(bundled[0], monkeypatch, 9)
+    assert set(blocks) == {(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C)}, blocks
+    assert all(n > 1 for n in blocks.values()), blocks
+    assert blocks_taken(bundled[0], monkeypatch, 5) == {
+        (C, 3 * C): 3,
+        (C, C): 1,
+        (C, 4 * C): 3,
+        (4 * C, C): 3,
+    }
+    assert all(n == 1 for n in blocks_taken(bundled[1], monkeypatch, 9).values())
+
+
+@pytest.mark.parametrize("C_in, C_out", [(384, 1152), (384, 1536), (1536, 384), (384, 384)])
+@pytest.mark.parametrize("T", [2, 3, 5, 9, 16])
+def test_linear_few_rows_equals_the_plain_product(C_in, C_out, T):
+    """At the bundled target's layer shapes (blocks that do and do not divide C_out): the
+    same numbers as x @ w + b, checked against a float64 product."""
+    rng = np.random.default_rng(T * 7 + C_in)
+    x = rng.standard_normal((T, C_in), dtype=np.float32)
+    w = rng.standard_normal((C_in, C_out), dtype=np.float32) / np.float32(np.sqrt(C_in))
+    b = rng.standard_normal(C_out, dtype=np.float32)
+    got = fast_cpu.linear_few_rows(x, np.ascontiguousarray(w.T), b)
+    exact = x.astype(np.float64) @ w.astype(np.float64) + b
+    assert got.shape == (T, C_out) and got.dtype == np.float32
+    np.testing.assert_allclose(got, exact, rtol=0, atol=1e-4)
+
+
 def test_the_fast_model_keeps_one_copy_of_each_weight(plain):
     """params[name] is a view of the stored [C_out, C_in] layout, not a second copy."""
     quick = fast(plain)

@@ -13,6 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "reference"
 # what the core may import: the standard library, numpy, and itself
 ALLOWED_THIRD_PARTY = {"numpy"}
+# ... and one named exception per file. reference/weights.py reads and writes checkpoints
+# through the `safetensors` library (a small runtime dependency, no torch): checkpoint I/O
+# is the core's edge, and a hand-written parser of the format is what the library replaces.
+ALLOWED_PER_FILE = {"weights.py": {"safetensors"}}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -28,14 +32,33 @@ def imported_modules(path: Path) -> set[str]:
 
 def test_the_core_never_imports_the_lab_or_anything_but_numpy():
     """No file of reference/ imports lab, gpu, training, tests or a package other than numpy
-    (the standard library aside): the core stays readable on its own and the tooling
-    depends on it, never the other way round."""
+    (the standard library aside; weights.py may also use safetensors): the core stays
+    readable on its own and the tooling depends on it, never the other way round."""
+    for path in sorted(CORE.glob("*.py")):
+        foreign = foreign_imports(path, ALLOWED_PER_FILE.get(path.name, set()))
+        assert not foreign, f"reference/{path.name} imports {sorted(foreign)}"
+
+
+def foreign_imports(path: Path, also_allowed: set[str]) -> set[str]:
+    # the packages a core file imports beyond the stdlib, numpy, itself and its exception
     import sys
 
-    stdlib = set(sys.stdlib_module_names)
-    for path in sorted(CORE.glob("*.py")):
-        foreign = imported_modules(path) - stdlib - ALLOWED_THIRD_PARTY - {"reference"}
-        assert not foreign, f"reference/{path.name} imports {sorted(foreign)}"
+    allowed = set(sys.stdlib_module_names) | ALLOWED_THIRD_PARTY | {"reference"} | also_allowed
+    return imported_modules(path) - allowed
+
+
+def test_the_safetensors_exception_is_for_checkpoint_io_only(tmp_path):
+    """Only weights.py may import safetensors; the same import anywhere else in the core is
+    caught, and weights.py importing anything else (torch, say) would be caught too."""
+    assert "safetensors" in imported_modules(CORE / "weights.py")
+    elsewhere = tmp_path / "sampling.py"
+    elsewhere.write_text("import safetensors.numpy\n")
+    assert foreign_imports(elsewhere, ALLOWED_PER_FILE.get(elsewhere.name, set())) == {
+        "safetensors"
+    }
+    more = tmp_path / "weights.py"
+    more.write_text("import safetensors.numpy\nimport torch\n")
+    assert foreign_imports(more, ALLOWED_PER_FILE[more.name]) == {"torch"}
 
 
 def test_the_checker_sees_a_forbidden_import(tmp_path):
@@ -47,8 +70,8 @@ def test_the_checker_sees_a_forbidden_import(tmp_path):
 
 def test_the_core_holds_only_core_files():
     """config, tokenizer, model, KV cache, sampling, verification, drafters (a draft model;
-    prompt lookup and the hybrid), the loops (one sequence, and a ragged batch), checkpoint
-    I/O and input checks: nothing else lives in reference/."""
+    prompt lookup and the hybrid; early exit; extra heads), the loops (one sequence, and a
+    ragged batch), checkpoint I/O and input checks: nothing else lives in reference/."""
     expected = {
         "__init__",
         "config",
@@ -59,6 +82,8 @@ def test_the_core_holds_only_core_files():
         "verification",
         "drafters",
         "lookup",
+        "early_exit",
+        "heads",
         "speculative",
         "batch",
         "autoregressive",

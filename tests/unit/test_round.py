@@ -105,12 +105,13 @@ def test_verification_pass_is_one_forward_over_catch_up_plus_drafts(target):
     cache.commit(3)
     drafts = np.array([4, 4, 8])
     assert list(catch_up_tokens(cache, context)) == [6, 1]
-    p, n = verification_pass(target, cache, context, drafts, SamplingParams(temperature=1.0))
+    p, n, h = verification_pass(target, cache, context, drafts, SamplingParams(temperature=1.0))
     assert n == 2 and cache.pending == 5
     full = target.forward(np.concatenate([context, drafts]))
     expected = np.exp(full - full.max(-1, keepdims=True))
     expected /= expected.sum(-1, keepdims=True)
     assert_close_scaled(p, expected[-4:], "verification rows")
+    assert_close_scaled(target.logits(h), full[-4:], "the hidden rows are what the output reads")
 
 
 class Overdrafter(ModelDrafter):

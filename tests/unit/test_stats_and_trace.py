@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from reference import ModelDrafter, SamplingParams, SpeculativeStats, speculative_generate
+from reference.speculative import ACCEPTED, REJECTED
 
 from .helpers import GREEDY, speculative_run
 
@@ -85,16 +86,42 @@ def test_stats_agree_with_the_trace(target, draft, k):
         assert s.rejections == sum(a < kr for a, kr in zip(acc, k_rounds, strict=True))
         assert s.emitted == len(res.tokens) == sum(len(r.emitted) for r in tr)
         assert res.tokens == [t for r in tr for t in r.emitted]
+        # per position, from the fate each draft got in the trace (not from the counters'
+        # own formula): examined = accepted or rejected, never-examined drafts left out
         reached, acc_at = np.zeros(k, int), np.zeros(k, int)
-        for a, kr in zip(acc, k_rounds, strict=True):
-            reached[: min(a + 1, kr)] += 1
-            acc_at[:a] += 1
+        for r in tr:
+            for i, fate in enumerate(r.draft_fates):
+                reached[i] += fate in (ACCEPTED, REJECTED)
+                acc_at[i] += fate == ACCEPTED
         np.testing.assert_array_equal(s.reached, reached)
         np.testing.assert_array_equal(s.accepted_at, acc_at)
         full = [a for a, kr in zip(acc, k_rounds, strict=True) if kr == k]
         np.testing.assert_array_equal(s.accepted_histogram, np.bincount(full, minlength=k + 1))
         assert s.acceptance_rate == s.accepted / s.drafted
         assert s.mean_tokens_per_round == s.emitted / s.rounds
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_per_position_acceptance_from_the_targets_choices(target, draft, k):
+    """Greedy decoding accepts draft i exactly when the target's most likely token at that
+    position is the draft, and judges it only when every draft before it was accepted. So
+    the rate per position follows from the trace's p rows and draft tokens alone, without
+    the accepted counts the statistics are kept from."""
+    reached, accepted = np.zeros(k, int), np.zeros(k, int)
+    stats = []
+    for seed in range(8):
+        res = run(target, draft, [seed, 5, 2], k=k, max_new_tokens=24, seed=seed, sampling=GREEDY)
+        stats.append(res.stats)
+        for r in res.trace:
+            for i, tok in enumerate(r.draft_tokens):
+                reached[i] += 1
+                if int(np.argmax(r.p_rows[i])) != int(tok):
+                    break
+                accepted[i] += 1
+    assert reached[-1] > 0 and 0 < accepted.sum() < reached.sum()  # both fates occur
+    np.testing.assert_allclose(
+        SpeculativeStats.pooled(stats).per_position_acceptance, accepted / reached
+    )
 
 
 def test_soft_sampling_runs_see_both_accepts_and_rejections(target, draft):

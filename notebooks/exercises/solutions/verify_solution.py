@@ -2,8 +2,9 @@
 
 Grade it like your own:
 
-    .venv/bin/pytest -m distribution \
-        --verify=notebooks/exercises/solutions/verify_solution.py:verify
+    .venv/bin/specdec grade notebooks/exercises/solutions/verify_solution.py:verify
+
+or, exhaustively, `.venv/bin/pytest -m distribution --verify=<the same spec>`.
 
 It returns a plain tuple (accepted, token), which the contract allows.
 """

@@ -1,0 +1,174 @@
+"""Checks, families and the run that stops a family at its first decisive failure.
+
+A check is one law of the submission's output, held against an exact expectation. Two kinds:
+
+* exact checks (zero variance): inputs whose outcome is certain (one-hot rows, p = q,
+  p(x) = 0); any other outcome is impossible, so one wrong call is proof. No false alarm.
+* sampled checks: n calls with a fixed seed, a chi-square or binomial test. A family of m
+  sampled checks tests each at ALPHA / m (Bonferroni), so a correct submission fails any
+  check of a family with probability at most ALPHA. Bonferroni, unlike Holm, lets a family
+  stop at its first failure: that failure is already decisive whatever the others say.
+
+Sampled checks look at their data twice: after a fifth of the runs (the quick look), then
+after all of them, each look at half the check's share, ALPHA / (2 m). A grossly wrong
+submission is rejected at the quick look, in a fifth of the time; the union bound over the
+2 m tests keeps the family's false-alarm rate at most ALPHA.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lab.grading.submission import Submission, SubmissionCrash
+
+ALPHA = 1e-3  # false-alarm rate of each family of sampled checks
+
+
+@dataclass
+class Outcome:
+    """What one check found: the one-line verdict and, on failure, the plain-words story."""
+
+    passed: bool
+    summary: str  # one line: what was compared and how it came out
+    story: list[str] = field(default_factory=list)  # expected vs observed, on the smallest case
+    hint: str = ""  # the likely mistake, read from the pattern of the deviation
+    p_value: float | None = None  # None for an exact check
+    n: int = 0  # calls or runs of the submission
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str  # "family/law", shown on the report's line
+    what: str  # the law, in a few words
+    sampled: bool  # a statistical test (False: an exact, zero-variance check)
+    run: Callable[[Submission, float, int], Outcome]  # (submission, threshold, look)
+    # -> Outcome; look 0 is the quick look, look 1 the full one (exact checks: look 0 only)
+
+
+@dataclass
+class Result:
+    """A check as reported: its outcome, or why it did not run."""
+
+    check: Check
+    family: str
+    status: str  # "pass", "fail" or "not run"
+    outcome: Outcome | None
+    threshold: float | None  # the p-value a sampled check had to stay above
+    seconds: float
+    reason: str = ""  # for "not run"
+
+
+@dataclass
+class Family:
+    name: str
+    what: str
+    checks: list[Check]
+    after_success: bool = False  # run only if every earlier family passed (it adds nothing
+    # to a submission already shown wrong, and would cost time)
+
+    @property
+    def threshold(self) -> float:
+        # the p-value each look of each sampled check must stay above
+        m = sum(c.sampled for c in self.checks)
+        return ALPHA / (2 * max(m, 1))
+
+
+@dataclass
+class Grade:
+    """Everything the report needs."""
+
+    submission: Submission
+    results: list[Result]
+    crash: SubmissionCrash | None
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return self.crash is None and all(r.status == "pass" for r in self.results)
+
+
+def run_families(submission: Submission, families: list[Family]) -> Grade:
+    """Run every family in order; a family stops at its first failure, a crash stops all.
+
+    In a family, every check runs at the quick look first (exact checks are final there);
+    then the sampled checks that passed it run to their full sample.
+    """
+    start = time.perf_counter()
+    results: list[Result] = []
+    crash: SubmissionCrash | None = None
+    for family in families:
+        earlier_failed = any(r.status == "fail" for r in results)
+        if crash is not None or (family.after_success and earlier_failed):
+            reason = "your code crashed (see below)" if crash else "an earlier family failed"
+            results += [not_run(c, family, reason) for c in family.checks]
+            continue
+        done: dict[str, Result] = {}
+        stopped = ""
+        for look in (0, 1):
+            for check in family.checks:
+                if look == 1 and not check.sampled:
+                    continue  # exact checks are final at look 0
+                if stopped or crash:
+                    if check.name in done and done[check.name].status == "pass":
+                        del done[check.name]  # a passed quick look alone is no verdict
+                    continue
+                result, crash = run_one(submission, check, family, look)
+                if check.name in done:  # the full look: report the time of both looks
+                    result.seconds += done[check.name].seconds
+                done[check.name] = result
+                if result.status == "fail":
+                    stopped = f"{family.name} stopped at its first failure ({check.name})"
+        for check in family.checks:
+            reason = "your code crashed (see below)" if crash else stopped
+            results.append(done.get(check.name) or not_run(check, family, reason))
+    return Grade(submission, results, crash, time.perf_counter() - start)
+
+
+def run_one(
+    submission: Submission, check: Check, family: Family, look: int
+) -> tuple[Result, SubmissionCrash | None]:
+    threshold = family.threshold if check.sampled else None
+    t0 = time.perf_counter()
+    try:
+        outcome = check.run(submission, threshold or 0.0, look)
+    except SubmissionCrash as crash:
+        return Result(check, family.name, "fail", None, threshold, time.perf_counter() - t0), crash
+    status = "pass" if outcome.passed else "fail"
+    seconds = time.perf_counter() - t0
+    return Result(check, family.name, status, outcome, threshold, seconds), None
+
+
+def not_run(check: Check, family: Family, reason: str) -> Result:
+    threshold = family.threshold if check.sampled else None
+    return Result(check, family.name, "not run", None, threshold, 0.0, reason)
+
+
+class Runs:
+    """The runs of one sampled case, drawn in two looks from one stream of outcomes.
+
+    `outcomes(submission)` is a generator of outcomes (it owns its seeded generator); the
+    quick look sees its first `quick` outcomes, the full look all `n` of them. Several checks
+    of the same case share the runs.
+    """
+
+    def __init__(self, outcomes: Callable, n: int, quick_fraction: float = 0.2) -> None:
+        self.outcomes, self.n, self.quick = outcomes, n, max(1, int(n * quick_fraction))
+        self.submission: Submission | None = None
+
+    def size(self, look: int) -> int:
+        return self.quick if look == 0 else self.n
+
+    def counts(self, submission: Submission, look: int) -> Counter:
+        if self.submission is not submission:
+            self.submission, self.stream = submission, self.outcomes(submission)
+            self.seen: Counter = Counter()
+            self.snapshots: dict[int, Counter] = {}
+        want = self.size(look)
+        if want not in self.snapshots:
+            for _ in range(want - self.seen.total()):
+                self.seen[next(self.stream)] += 1
+            self.snapshots[want] = Counter(self.seen)
+        return self.snapshots[want]

@@ -1,0 +1,177 @@
+"""The method table: every drafter of lab/drafting.py side by side, from one run.
+
+    specdec bench --drafter all            (or a comma list: --drafter model,lookup,heads)
+    python -m lab.methods --repeats 3      (the same, without the CLI)
+
+For each prompt set (held-out code, copy-heavy) and temperature, every prompt is decoded
+autoregressively once per repeat and then by every drafter at each of its k, back to back
+(lab.bench.run_bench with several drafters), so every speedup is a ratio measured in the
+same repeat against the same autoregressive runs. Per drafter and k: alpha, tokens per
+round, drafting cost c (per drafted token) and verification cost v (per round), both in
+autoregressive steps and measured by the stage clocks of the runs themselves, the speedup,
+and Leviathan's prediction from the drafter's own terms, E(alpha, k) / (k_round c + v).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from lab.bench import BenchPoint, BenchReport, run_bench
+
+# k values per drafter: around each one's best on the bundled pair (heads draft at most 4)
+METHOD_KS = {
+    "model": [3, 5, 7],
+    "lookup": [3, 7],
+    "hybrid": [3, 7],
+    "early-exit": [2, 3, 4],
+    "heads": [2, 3, 4],
+    "lookup+heads": [3, 7],
+}
+
+
+def parse_drafters(text: str) -> list[str]:
+    # "all" or "model,lookup,..." -> the names, checked against METHOD_KS
+    names = list(METHOD_KS) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in METHOD_KS]
+    if not names or unknown:
+        raise ValueError(
+            f"--drafter takes 'all' or a comma list of {', '.join(METHOD_KS)}; got {text!r}"
+        )
+    return names
+
+
+def run_methods(
+    target,
+    draft,
+    prompt_sets: dict[str, list[np.ndarray]],
+    drafters: list[str],
+    temperatures: list[float],
+    max_new_tokens: int,
+    repeats: int,
+    costs,
+    seed: int = 0,
+    progress=None,
+    ks: dict[str, list[int]] | None = None,
+    drafter_options: dict | None = None,
+) -> dict[str, BenchReport]:
+    # -> {prompt set: the report of every drafter at its ks, against one AR baseline}
+    ks = ks or METHOD_KS
+    plan = {name: ks[name] for name in drafters}
+    return {
+        name: run_bench(
+            target,
+            draft,
+            prompts,
+            [],
+            temperatures,
+            max_new_tokens,
+            repeats,
+            costs,
+            seed=seed,
+            progress=progress,
+            ks_by_drafter=plan,
+            drafter_options=drafter_options,
+        )
+        for name, prompts in prompt_sets.items()
+    }
+
+
+def best_points(report: BenchReport, temperature: float) -> list[BenchPoint]:
+    # the best k of each drafter at this temperature, in the drafters' order
+    best: dict[str, BenchPoint] = {}
+    for p in report.points:
+        if p.temperature == temperature and (
+            p.drafter not in best or p.speedup > best[p.drafter].speedup
+        ):
+            best[p.drafter] = p
+    return list(best.values())
+
+
+def method_row(p: BenchPoint) -> str:
+    draft_per_round = p.c_loop * p.drafted_per_round if p.drafted_per_round else 0.0
+    c = f"{p.c_loop:.3f}" if np.isfinite(p.c_loop) else "-"
+    return (
+        f"| {p.drafter} | {p.k} | {p.alpha:.3f} | {p.tokens_per_round:.2f} | {c} | "
+        f"{draft_per_round:.3f} | {p.v_loop:.2f} | **{p.speedup:.2f}x** "
+        f"({min(p.speedups):.2f}..{max(p.speedups):.2f}) | {p.predicted_loop:.2f}x |"
+    )
+
+
+HEADER = [
+    "| drafter | k | alpha | tokens/round | c | draft/round | v | **speedup** (spread) | "
+    "Leviathan, own c, v |",
+    "|---|---|---|---|---|---|---|---|---|",
+]
+
+
+def methods_markdown(reports: dict[str, BenchReport], machine: str, command: str) -> str:
+    first = next(iter(reports.values()))
+    lines = [
+        f"Machine: {machine}",
+        f"Command: `{command}`",
+        f"{first.max_new_tokens} new tokens per prompt, {first.repeats} repeats; medians over "
+        "repeats, speedups are ratios within each repeat (spread = min..max). c = drafting "
+        "time per drafted token, draft/round = drafting time per round, v = the target's "
+        "verification pass per round, all in autoregressive decode steps, from the runs' own "
+        "stage clocks. Leviathan = E(alpha, k) / (k_round c + v) with those terms.",
+    ]
+    for set_name, report in reports.items():
+        temperatures = sorted({p.temperature for p in report.points})
+        for t in temperatures:
+            lines += [
+                "",
+                f"**{set_name}**, {report.n_prompts} prompts, T = {t:g}: best k per drafter",
+                "",
+            ]
+            lines += HEADER + [method_row(p) for p in best_points(report, t)]
+    lines += ["", "Every (drafter, k) measured:", ""]
+    for set_name, report in reports.items():
+        for t in sorted({p.temperature for p in report.points}):
+            lines += ["", f"{set_name}, T = {t:g}", ""]
+            lines += HEADER + [method_row(p) for p in report.points if p.temperature == t]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from lab.bench import COPY_PROMPTS, held_out_code_prompts
+    from lab.bundled import load_bundled_pair
+    from lab.cli import machine_description
+    from lab.costs import measure_costs
+    from lab.fast_cpu import fast
+    from reference.tokenizer import encode
+
+    ap = argparse.ArgumentParser(description="the method table: every drafter, one run")
+    ap.add_argument("--drafter", default="all", help="'all' or a comma list (default: all)")
+    ap.add_argument("--repeats", type=int, default=3, help="(default: %(default)s)")
+    ap.add_argument(
+        "--n-prompts", type=int, default=6, help="held-out prompts (default: %(default)s)"
+    )
+    ap.add_argument("--max-new-tokens", type=int, default=128, help="(default: %(default)s)")
+    ap.add_argument("--temperatures", default="0,0.8", help="(default: %(default)s)")
+    args = ap.parse_args(argv)
+    drafters = parse_drafters(args.drafter)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)  # one BLAS thread, as `specdec bench` (docs/benchmarks.md)
+    temperatures = [float(t) for t in args.temperatures.split(",")]
+
+    target, draft = (fast(m) for m in load_bundled_pair())
+    sets = {
+        "held-out code": held_out_code_prompts(args.n_prompts),
+        "copy-heavy": [encode(t) for t in COPY_PROMPTS],
+    }
+    context = np.concatenate([sets["held-out code"][0]] * 8)[: target.config.n_ctx // 2]
+    costs = measure_costs(target, draft, context, max_T=8)
+    reports = run_methods(
+        target, draft, sets, drafters, temperatures, args.max_new_tokens, args.repeats, costs
+    )
+    command = "python -m lab.methods " + " ".join(sys.argv[1:] if argv is None else argv)
+    print(methods_markdown(reports, machine_description(), command))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

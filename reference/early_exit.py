@@ -1,0 +1,180 @@
+"""Early-exit self-speculation: the target's own first L' blocks draft, and the target's
+verification pass does not compute those blocks again for the rows they already ran on.
+
+The draft model is the target cut after block L'-1 plus an exit head:
+
+    q(. | context) = softmax(LN_exit(x_L') @ wte^T)     x_L': the residual stream after L' blocks
+
+(LN_exit is the target's final LayerNorm, or one trained on the frozen target, optionally
+after a small residual adapter x + x W + b: see training/train_heads.py.) It shares every
+array with the target: nothing is copied, and an edit of the target's weights is seen.
+
+Why the verification pass can start at layer L'. Blocks 0..L'-1 of the target, run over
+the round's rows, give exactly the residual stream x_L' and the K/V that the drafter
+computed for those rows while drafting (same weights, same inputs, same history). So the
+pass only
+
+    1. copies the K/V of blocks 0..L'-1 for the rows the drafter fed (the catch-up token
+       and x_1..x_{k-1}) from the drafter's cache into the target's cache,
+    2. runs blocks 0..L'-1 for the rows the drafter never fed (x_k, whose q was the last
+       thing drafted), and
+    3. runs blocks L'..L-1 over all k+1 rows.
+
+Cache discipline (drawn in docs/kv-cache.md): the drafter's cache holds blocks 0..L'-1
+only and follows the draft model's rules (ModelDrafter: commit the fed context and the
+accepted drafts, roll back the rest). The copied slots are temporary entries of the target
+cache like any other: commit(catch-up + accepted) keeps them, rollback() drops the rejected
+ones. Committed slots of both caches hold what a fresh prefill would hold, so a rejected
+draft's K/V can never reach a later round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from reference.checks import check_positive_int
+from reference.drafters import Draft, ModelDrafter, SharedLayers
+from reference.kv_cache import KVCache
+from reference.model import GPT
+
+EXIT_ADAPTER = ("exit.proj.weight", "exit.proj.bias")  # optional: [C, C], [C]
+EXIT_NORM = ("exit.ln.weight", "exit.ln.bias")  # optional: [C], [C] (default: the target's ln_f)
+
+
+def lower_layers(target: GPT, n_layer: int, exit_norm: tuple | None = None) -> GPT:
+    # -> a GPT made of the target's embeddings and blocks 0..n_layer-1 (the same arrays,
+    # not copies), whose "ln_f" is the exit norm: its forward is the draft's q, its cache
+    # holds n_layer blocks
+    L = target.config.n_layer
+    n_layer = check_positive_int(n_layer, "n_layer (the exit layer L')")
+    if n_layer >= L:
+        raise ValueError(
+            f"the exit layer L' must be below the target's {L} blocks, got {n_layer}: "
+            f"drafting with every block is the target itself"
+        )
+    kept = {f"h.{i}." for i in range(n_layer)}
+    params = {
+        name: w
+        for name, w in target.params.items()
+        if not name.startswith("h.") or name[: name.index(".", 2) + 1] in kept
+    }
+    if exit_norm is not None:
+        params["ln_f.weight"], params["ln_f.bias"] = exit_norm
+    return type(target)(replace(target.config, n_layer=n_layer), params)
+
+
+class EarlyExitDrafter(ModelDrafter):
+    """Drafts with the target's first L' blocks and an exit head; shares those blocks' work
+    with the verification pass (`Draft.shared`).
+
+    head: optional trained exit head, a dict with EXIT_NORM (and optionally EXIT_ADAPTER)
+    arrays; without one, the exit is the target's own final LayerNorm and tied embedding.
+    """
+
+    def __init__(
+        self,
+        target: GPT,
+        n_layer: int,
+        head: dict[str, np.ndarray] | None = None,
+        min_confidence: float | None = None,
+    ) -> None:
+        head = check_exit_head(head, target.config.n_embd)
+        norm = (head[EXIT_NORM[0]], head[EXIT_NORM[1]]) if EXIT_NORM[0] in head else None
+        super().__init__(lower_layers(target, n_layer, norm), min_confidence)
+        self.target = target
+        self.n_layer = self.model.config.n_layer
+        self.adapter = (
+            (head[EXIT_ADAPTER[0]], head[EXIT_ADAPTER[1]]) if EXIT_ADAPTER[0] in head else None
+        )
+        self._start = 0  # absolute position of the first row fed this round
+        self._rows: list[np.ndarray] = []  # residual streams x_L' of the rows fed this round
+
+    def propose(self, context, k, sampling, rng) -> Draft:
+        # context [n] -> Draft(tokens [k], q [k, V], shared = the rows fed this round)
+        self._rows = []
+        self._start = self.cache.length  # propose rolls back first: writes start here
+        draft = super().propose(context, k, sampling, rng)
+        if not self._rows:
+            return draft
+        shared = SharedLayers(
+            target=self.target,
+            n_layer=self.n_layer,
+            start=self._start,
+            hidden=np.concatenate(self._rows),
+            cache=self.cache,
+        )
+        return Draft(draft.tokens, draft.q, shared)
+
+    def step(self, tokens: np.ndarray) -> np.ndarray:
+        # tokens [T] -> logits [V] of the exit head after the last one; keeps x_L' [T, C]
+        x = self.model.residual_unchecked(tokens, self.cache)
+        self._rows.append(x)
+        return self.exit_logits(x[-1:])[0]
+
+    def exit_logits(self, x: np.ndarray) -> np.ndarray:
+        # x_L' [T, C] -> [T, V]:  LN_exit(x + x W + b) @ wte^T  (no adapter: LN_exit(x) @ wte^T)
+        if self.adapter is not None:
+            w, b = self.adapter
+            x = x + x @ w + b
+        return self.model.logits(self.model.norm(x, "ln_f"))
+
+
+def check_exit_head(head, n_embd: int) -> dict[str, np.ndarray]:
+    # -> the head's arrays as float32, every name and shape checked
+    if head is None:
+        return {}
+    if not isinstance(head, dict):
+        raise TypeError(f"an exit head is a dict of arrays, got {type(head).__name__}")
+    shapes = {
+        EXIT_NORM[0]: (n_embd,),
+        EXIT_NORM[1]: (n_embd,),
+        EXIT_ADAPTER[0]: (n_embd, n_embd),
+        EXIT_ADAPTER[1]: (n_embd,),
+    }
+    unknown = sorted(set(head) - set(shapes))
+    if unknown:
+        raise ValueError(f"unknown exit-head parameter(s) {unknown}; expected {sorted(shapes)}")
+    for pair in (EXIT_NORM, EXIT_ADAPTER):
+        if (pair[0] in head) != (pair[1] in head):
+            raise ValueError(f"an exit head needs both {pair[0]!r} and {pair[1]!r}")
+    out = {}
+    for name, value in head.items():
+        value = np.asarray(value, dtype=np.float32)
+        if value.shape != shapes[name]:
+            raise ValueError(
+                f"exit-head parameter {name!r} has shape {value.shape}, needs {shapes[name]}"
+            )
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"exit-head parameter {name!r} holds non-finite values")
+        out[name] = value
+    return out
+
+
+def residual_sharing(
+    target: GPT, cache: KVCache, tokens: np.ndarray, shared: SharedLayers
+) -> np.ndarray:
+    # tokens [T] at slots cache.end.. -> x [T, C] after the target's last block, written into
+    # the target cache as T temporary entries, reusing the drafter's rows where it has them
+    start, L1, L = cache.end, shared.n_layer, target.config.n_layer
+    offset = start - shared.start  # rows the drafter fed before the target's first row
+    if offset < 0:
+        raise ValueError(
+            f"the drafter's shared rows start at position {shared.start}, after the target's "
+            f"first uncached position {start}: they cannot stand for the target's rows"
+        )
+    r = int(np.clip(len(shared.hidden) - offset, 0, len(tokens)))  # rows the drafter fed
+    for i in range(L1):  # 1. their K/V of blocks 0..L'-1, from the drafter's cache
+        cache.write(
+            i,
+            start,
+            shared.cache.k[i, :, start : start + r],
+            shared.cache.v[i, :, start : start + r],
+        )
+    # 2. blocks 0..L'-1 for the rows it never fed (x_k), attending to the copied slots
+    rest = target.blocks(target.embed(tokens[r:], start + r), cache, start + r, 0, L1)
+    x = np.concatenate([shared.hidden[offset : offset + r], rest])  # [T, C]: x_L' of every row
+    x = target.blocks(x, cache, start, L1, L)  # 3. blocks L'..L-1 over all rows
+    cache.mark_written(len(tokens))
+    return x

@@ -1,0 +1,345 @@
+"""The `specdec` command never guesses: a missing checkpoint folder, a vocabulary that does
+not fit the tokenizer, a bad bench option or a report from an earlier run are refused up
+front (exit 2, one line); Ctrl-C is one line and exit 130; bench results are written as they
+are measured; the demo's statistics say what they count."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+
+import lab.cli as cli
+from lab.cli import build_parser, main, unescape
+from lab.report import MARKS, render_marked, stats_table
+from reference import GPT, GPTConfig, init_params
+from reference.speculative import SpeculativeStats
+from reference.weights import save_gpt2
+
+
+def refused(capsys, argv, *words, code=2) -> str:
+    """main(argv) exits with `code` and one stderr line holding every word; stdout empty."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == code
+    captured = capsys.readouterr()
+    assert captured.out == "", "work started before the refusal"
+    err = captured.err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    for word in words:
+        assert word in err, (word, err)
+    return err
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Any model loading fails the test: a refusal must come before it."""
+
+    def load(*args, **kwargs):
+        raise AssertionError("a model was loaded before the options were checked")
+
+    monkeypatch.setattr(cli, "load_pair", load)
+    monkeypatch.setattr(cli, "load_plain_pair", load)
+
+
+# ---------------------------------------------------------------- checkpoint folders
+
+
+def test_a_missing_target_folder_is_an_error_not_random_weights(capsys, tmp_path):
+    argv = ["demo", "--target", str(tmp_path / "nope"), "--draft", str(tmp_path)]
+    refused(capsys, argv, "--target", "no such folder", "--random")
+
+
+def test_a_file_given_as_a_folder(capsys, tmp_path):
+    (tmp_path / "model.safetensors").write_bytes(b"x")
+    argv = ["demo", "--target", str(tmp_path / "model.safetensors"), "--draft", str(tmp_path)]
+    refused(capsys, argv, "is a file")
+
+
+def test_target_without_draft(capsys, tmp_path):
+    refused(capsys, ["demo", "--target", str(tmp_path)], "--target and --draft together")
+
+
+def test_random_and_a_folder_exclude_each_other(capsys, tmp_path):
+    argv = ["demo", "--random", "--target", str(tmp_path), "--draft", str(tmp_path)]
+    refused(capsys, argv, "--random")
+
+
+def test_a_folder_that_is_not_a_checkpoint(capsys, tmp_path):
+    refused(capsys, ["demo", "--target", str(tmp_path), "--draft", str(tmp_path)], "config.json")
+
+
+def test_a_vocabulary_that_does_not_fit_the_byte_tokenizer_is_refused_up_front(capsys, tmp_path):
+    """300 ids through the byte tokenizer: refused before a word of output."""
+    cfg = GPTConfig(n_vocab=300, n_ctx=32, n_embd=8, n_head=2, n_layer=1)
+    model = GPT(cfg, init_params(cfg, np.random.default_rng(0)))
+    for name in ("t", "d"):
+        save_gpt2(model, tmp_path / name)
+    argv = ["demo", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "d")]
+    refused(capsys, argv, "scores 300 token ids", "byte-level", "has 257")
+
+
+# ---------------------------------------------------------------- the prompt
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        (r"a\nb", "a\nb"),
+        (r"x\ty", "x\ty"),
+        (r"C:\\new", "C:\\new"),
+        (r"keep \d as typed", r"keep \d as typed"),
+        ("trailing \\", "trailing \\"),
+    ],
+)
+def test_prompt_escapes(typed, meant):
+    assert unescape(typed) == meant
+
+
+def test_the_demo_reads_escapes_in_the_prompt(capsys):
+    argv = ["demo", "--random", "--prompt", r"def f():\n    ", "--max-new-tokens", "4"]
+    assert main(argv + ["--no-colour"]) == 0
+    out = capsys.readouterr().out
+    assert "prompt (13 tokens): 'def f():\\n    '" in out
+
+
+def test_the_demo_reads_a_prompt_file(capsys, tmp_path):
+    (tmp_path / "p.txt").write_text("line one\nline two ", encoding="utf-8")
+    argv = ["demo", "--random", "--prompt-file", str(tmp_path / "p.txt")]
+    assert main(argv + ["--max-new-tokens", "4", "--no-colour"]) == 0
+    assert "'line one\\nline two '" in capsys.readouterr().out
+
+
+def test_a_prompt_file_that_is_not_utf8_is_named(capsys, tmp_path):
+    (tmp_path / "latin.txt").write_bytes("café".encode("latin-1"))
+    argv = ["demo", "--random", "--prompt-file", str(tmp_path / "latin.txt")]
+    refused(capsys, argv, "latin.txt", "is not UTF-8")
+
+
+def test_a_prompt_that_is_not_utf8_is_named(capsys):
+    bad = b"caf\xe9".decode("utf-8", "surrogateescape")  # what argv holds for such bytes
+    refused(capsys, ["demo", "--random", "--prompt", bad], "the prompt (--prompt)", "UTF-8")
+
+
+def test_prompt_and_prompt_file_together(capsys, tmp_path):
+    argv = ["demo", "--random", "--prompt", "a", "--prompt-file", str(tmp_path)]
+    refused(capsys, argv, "not both")
+
+
+# ---------------------------------------------------------------- help, Ctrl-C, huge k
+
+
+def subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+@pytest.mark.parametrize("command", ["demo", "bench"])
+def test_every_option_has_help_with_its_default(command):
+    sub = subparsers()[command]
+    formatter = sub._get_formatter()
+    for action in sub._actions:
+        if action.dest == "help":
+            continue
+        assert action.help, f"{command} {action.option_strings} has no help"
+        text = formatter._get_help_string(action) % {"default": action.default}
+        assert "default" in text, f"{command} {action.option_strings}: {text}"
+
+
+def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_demo", interrupted)
+    monkeypatch.setattr(cli, "cmd_bench", interrupted)
+    refused(capsys, ["demo", "--random"], "specdec: interrupted", code=130)
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [(["--show-rounds", "-1"], "--show-rounds must be >= 0"), (["--threads", "0"], "--threads")],
+)
+def test_demo_counts_are_checked(capsys, no_work, change, words):
+    refused(capsys, ["demo", "--random"] + change, words)
+
+
+def test_a_huge_k_is_refused_before_anything_is_built(capsys, no_work):
+    err = refused(capsys, ["demo", "--random", "-k", str(10**12)], "k must be in 1..120")
+    assert len(err) < 200
+
+
+# ---------------------------------------------------------------- bench options
+
+BENCH = ["bench", "--random", "--ks", "1", "--temperatures", "0", "--repeats", "1"]
+BENCH += ["--prompts", "code", "--max-new-tokens", "4", "--no-transformers"]
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (["--repeats", "0"], "--repeats must be >= 1"),
+        (["--n-prompts", "0"], "--n-prompts must be >= 1"),
+        (["--ks", "1-x"], "--ks '1-x': expected a list like 1-8 or 1,2,4"),
+        (["--ks", "2,,4"], "--ks '2,,4'"),
+        (["--ks", "0,1"], "k must be in 1..4"),
+        (["--ks", "3-1"], "empty range"),
+        (["--ks", "1,1000"], "k must be in 1..4"),
+        (["--temperatures", "0,hot"], "--temperatures '0,hot'"),
+        (["--temperatures", "-1"], "temperature"),
+    ],
+)
+def test_bench_checks_every_option_before_any_work(capsys, tmp_path, no_work, change, words):
+    refused(capsys, BENCH + ["--out", str(tmp_path / "o")] + change, words)
+
+
+def test_bench_out_must_not_be_a_file(capsys, tmp_path, no_work):
+    (tmp_path / "f").write_text("")
+    refused(capsys, BENCH + ["--out", str(tmp_path / "f")], "is a file")
+
+
+def test_bench_never_overwrites_an_earlier_run_silently(capsys, tmp_path, no_work):
+    (tmp_path / "bench.md").write_text("an earlier run")
+    refused(capsys, BENCH + ["--out", str(tmp_path)], "earlier run", "--overwrite")
+    assert (tmp_path / "bench.md").read_text() == "an earlier run"
+
+
+def test_bench_overwrite_replaces_the_report(capsys, tmp_path):
+    (tmp_path / "bench.md").write_text("an earlier run")
+    assert main(BENCH + ["--out", str(tmp_path), "--overwrite"]) == 0
+    assert (tmp_path / "bench.md").read_text().startswith("Status: complete")
+
+
+def test_bench_asks_for_torch_before_any_work_when_the_transformers_row_is_wanted(
+    capsys, tmp_path, monkeypatch, no_work
+):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
+    argv = [a for a in BENCH if a != "--no-transformers"] + ["--out", str(tmp_path / "o")]
+    refused(capsys, argv, "needs torch", "--no-transformers")
+
+
+def test_bench_keeps_what_was_measured_when_interrupted(capsys, tmp_path, monkeypatch):
+    """Ctrl-C during the second temperature: the first one's rows are in bench.md."""
+    import lab.bench
+
+    real, calls = lab.bench.run_bench, []
+
+    def second_one_interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lab.bench, "run_bench", second_one_interrupted)
+    argv = [a if a != "0" else "0,0.8" for a in BENCH] + ["--out", str(tmp_path)]
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 130
+    report = (tmp_path / "bench.md").read_text()
+    assert report.startswith("Status: partial (interrupted)")
+    assert report.count("| 0 | 1 |") == 2 and "| 0.8 | 1 |" not in report
+
+
+def test_bench_random_transformers_row_uses_the_same_random_weights(capsys, tmp_path, monkeypatch):
+    """With --random, transformers gets the random pair itself (saved for the run), never
+    the bundled pair or another model."""
+    import lab.bench
+    from reference.weights import load_gpt2
+
+    seen = {}
+
+    def fake_row(target_dir, draft_dir, target, draft, *args):
+        for name, directory, model in (("t", target_dir, target), ("d", draft_dir, draft)):
+            saved = load_gpt2(directory)
+            for key, w in model.params.items():
+                np.testing.assert_array_equal(saved.params[key], w)
+            seen[name] = directory
+        return {
+            "k": args[1],
+            "temperature": args[2],
+            "transformers_tps": 1.0,
+            "ours_tps": 1.0,
+            "ratio": 1.0,
+            "ratio_min": 1.0,
+            "ratio_max": 1.0,
+        }
+
+    monkeypatch.setattr(lab.bench, "run_transformers_rows", fake_row)
+    argv = [a for a in BENCH if a != "--no-transformers"] + ["--out", str(tmp_path)]
+    assert main(argv) == 0
+    assert "specdec-random-" in str(seen["t"]) and not seen["t"].exists()  # cleaned up
+    assert "Against transformers' assisted generation" in (tmp_path / "bench.md").read_text()
+
+
+# ---------------------------------------------------------------- what the demo shows
+
+
+def test_statistics_say_what_they_count():
+    """The histogram counts full rounds only and says how many it leaves out; a position
+    never examined shows n/a with the reason, not a bare nan."""
+    stats = SpeculativeStats(k=3)
+    stats.record(3, 0)  # rejected at once: positions 2 and 3 never examined
+    stats.record(3, 0)
+    stats.record(1, 1)  # a short round near the end
+    text = stats_table(stats)
+    assert "full rounds (all 3 drafted) by drafts accepted 0..k  2 0 0 0" in text
+    assert "not counted: 1 shorter rounds" in text
+    assert "0.33 n/a n/a  (n/a: never examined" in text
+    assert "nan" not in text
+
+
+def test_fates_are_marked_under_the_text_without_brackets():
+    from types import SimpleNamespace as Round  # the three fields a trace's fates read
+
+    trace = [
+        Round(emitted=[ord("["), ord("1")], accepted=1, token_kind="correction"),
+        Round(emitted=[10, ord("]")], accepted=2, token_kind="bonus"),
+    ]
+    text = render_marked("x = ", trace)
+    lines = text.split("\n")
+    assert lines[0] == "x = [1"  # the code's own bracket, untouched, no marker inside
+    assert lines[1] == "    " + MARKS["accepted"] + MARKS["correction"] + MARKS["accepted"]
+    assert lines[2] == "]" and lines[3] == MARKS["accepted"]
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (["--drafter", "model,medusa"], "comma list"),
+        (["--drafter", "all", "--prompts", "heldout,poems"], "each set must be one of"),
+        (["--prompts", "code,copy"], "one set with one drafter"),
+        (["--drafter", "all", "--backend", "gpu"], "cpu backend only"),
+    ],
+)
+def test_the_method_table_options_are_checked_before_any_work(
+    capsys, tmp_path, no_work, change, words
+):
+    refused(capsys, BENCH + ["--out", str(tmp_path / "o")] + change, words)
+
+
+def test_the_demo_refuses_an_unknown_drafter_before_any_work(capsys, no_work):
+    refused(capsys, ["demo", "--random", "--drafter", "medusa"], "--drafter 'medusa'")
+    refused(capsys, ["demo", "--random", "--drafter", "heads", "--backend", "gpu"], "cpu backend")
+
+
+def test_heads_need_heads_trained_for_the_target(capsys):
+    """--random has no trained heads: the heads drafter says how to make them."""
+    refused(
+        capsys, ["demo", "--random", "--drafter", "heads", "--max-new-tokens", "4"], "train_heads"
+    )
+
+
+def test_the_method_table_runs_every_drafter_against_one_baseline(capsys, tmp_path):
+    out = tmp_path / "o"
+    argv = BENCH[:]
+    argv[argv.index("--prompts") + 1] = "code,copy"
+    assert main(argv + ["--drafter", "model,lookup,early-exit", "--out", str(out)]) == 0
+    text = (out / "methods.md").read_text()
+    for words in ("**code**", "**copy**", "| model |", "| lookup |", "| early-exit |"):
+        assert words in text, words

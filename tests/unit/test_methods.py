@@ -1,0 +1,123 @@
+"""The method table (lab/methods.py) and the drafters it runs by name (lab/drafting.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference
+from lab.bench import run_bench
+from lab.costs import CostProfile
+from lab.drafting import DRAFTERS, make_drafter
+from lab.methods import best_points, methods_markdown, parse_drafters, run_methods
+from lab.standins import random_exit_head, random_heads
+from reference.weights import write_safetensors
+
+PLAN = {"model": [1, 2], "lookup": [2], "early-exit": [2], "heads": [1, 2], "lookup+heads": [2]}
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory, target):
+    # a folder of self-drafting parts for the unit target, as training/train_heads.py writes
+    folder = tmp_path_factory.mktemp("self_draft")
+    C = target.config.n_embd
+    write_safetensors(folder / "exit-1.safetensors", random_exit_head(C, 0))
+    write_safetensors(folder / "heads.safetensors", random_heads(C, 2, 0))
+    return folder
+
+
+def options(parts) -> dict:
+    return {"self_draft_dir": parts, "exit_layer": 1}  # the unit target has 2 blocks
+
+
+@pytest.fixture(scope="module")
+def costs():
+    return CostProfile(
+        target_step=1e-3, draft_step=2e-4, target_append={T: 1e-3 * T for T in range(1, 5)}
+    )
+
+
+def test_every_drafter_name_builds_and_matches_generate_at_greedy(target, draft, parts):
+    prompt = np.array([1, 2, 3, 1, 2])
+    want = reference.generate(
+        target,
+        prompt,
+        max_new_tokens=10,
+        rng=np.random.default_rng(0),
+        sampling=reference.SamplingParams(0.0),
+    )
+    for name in DRAFTERS:
+        drafter = make_drafter(name, reference, target, draft, **options(parts))
+        out = reference.speculative_generate(
+            target,
+            drafter,
+            prompt,
+            k=2,
+            max_new_tokens=10,
+            rng=np.random.default_rng(0),
+            sampling=reference.SamplingParams(0.0),
+        )
+        assert out.tokens == list(want), name
+
+
+def test_heads_without_trained_heads_say_how_to_make_them(target, draft, tmp_path):
+    with pytest.raises(FileNotFoundError, match="training.train_heads"):
+        make_drafter("heads", reference, target, draft, self_draft_dir=tmp_path)
+
+
+def test_parse_drafters():
+    assert parse_drafters("all")[:3] == ["model", "lookup", "hybrid"]
+    assert parse_drafters("model, heads") == ["model", "heads"]
+    for bad in ("", "model,medusa", ","):
+        with pytest.raises(ValueError, match="comma list"):
+            parse_drafters(bad)
+
+
+def test_several_drafters_share_one_autoregressive_baseline(target, draft, parts, costs):
+    prompts = [np.array([1, 2, 3]), np.array([4, 5, 6, 7])]
+    report = run_bench(
+        target,
+        draft,
+        prompts,
+        [],
+        [0.0, 1.0],
+        8,
+        repeats=2,
+        costs=costs,
+        ks_by_drafter=PLAN,
+        drafter_options=options(parts),
+    )
+    runs = [(p.temperature, p.drafter, p.k) for p in report.points]
+    assert runs == [(t, name, k) for t in (0.0, 1.0) for name, ks in PLAN.items() for k in ks]
+    for t in (0.0, 1.0):  # one AR baseline per temperature: every point's AR rate is the same
+        assert len({p.ar_tps for p in report.points if p.temperature == t}) == 1
+    for p in report.points:
+        assert p.drafted_per_round <= p.k
+        if p.drafter == "heads":
+            assert p.drafted_per_round <= 2  # two heads
+
+
+def test_the_method_table_shows_each_drafters_best_k(target, draft, parts, costs):
+    prompts = {"a": [np.array([1, 2, 3])], "b": [np.array([3, 2, 1, 3, 2])]}
+    ks = {"model": [1, 2], "heads": [1, 2]}
+    reports = run_methods(
+        target,
+        draft,
+        prompts,
+        ["model", "heads"],
+        [0.0],
+        6,
+        2,
+        costs,
+        ks=ks,
+        drafter_options=options(parts),
+    )
+    assert sorted(reports) == ["a", "b"]
+    best = best_points(reports["a"], 0.0)
+    assert [p.drafter for p in best] == ["model", "heads"]
+    for p in best:
+        same = [q.speedup for q in reports["a"].points if q.drafter == p.drafter]
+        assert p.speedup == max(same)
+    text = methods_markdown(reports, "a test machine", "specdec bench --drafter model,heads")
+    assert text.count("| model |") == 2 * (1 + 2)  # best rows of both sets + every k of both
+    assert "**a**, 1 prompts, T = 0" in text and "Leviathan" in text
