@@ -65,20 +65,21 @@ print("BLAS threads:", os.environ.get("OPENBLAS_NUM_THREADS", "library default")
 # ## 1. `[1, H] @ [H, H]` against `[k, H] @ [H, H]`
 #
 # We time the product alone, in float32, for several widths H and row counts k. Each figure
-# is the median of several repeats. If the product were limited by arithmetic, time would
+# is the fastest of several repeats: other work on the machine can only add time, so the
+# minimum is the figure that least depends on what else was running. If the product were limited by arithmetic, time would
 # grow in proportion to k; if it is limited by reading the weights, the first few extra rows
 # should cost almost nothing. We time it twice: the plain `x @ W` that `reference/model.py`
 # writes, and the blocked product of `lab/fast_cpu.py` (`linear_few_rows`, used for 2 to
 # 16 rows), which gives the same numbers computed in a different order.
 
 # %%
-def median_seconds(fn, repeats: int) -> float:
+def best_seconds(fn, repeats: int) -> float:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    return float(np.min(times))
 
 
 rng = np.random.default_rng(0)
@@ -86,13 +87,13 @@ times, blocked = {}, {}  # H -> k -> seconds: plain x @ W, and the blocked few-r
 for H in (256, 512, 1024, 2048):
     W = rng.standard_normal((H, H), dtype=np.float32)  # [H, H]
     W_t, b = np.ascontiguousarray(W.T), np.zeros(H, np.float32)  # the layout fast_cpu stores
-    repeats = 9 if H < 2048 else 5
+    repeats = 15 if H < 2048 else 9
     times[H], blocked[H] = {}, {}
     for k in (1, 2, 4, 8, 16, 32, 64):
         x = rng.standard_normal((k, H), dtype=np.float32)  # [k, H]
-        times[H][k] = median_seconds(lambda x=x, W=W: x @ W, repeats)
+        times[H][k] = best_seconds(lambda x=x, W=W: x @ W, repeats)
         if 1 < k <= FEW_ROWS:
-            blocked[H][k] = median_seconds(lambda x=x, W_t=W_t, b=b: linear_few_rows(x, W_t, b),
+            blocked[H][k] = best_seconds(lambda x=x, W_t=W_t, b=b: linear_few_rows(x, W_t, b),
                                            repeats)
 
 for name, table in (("x @ W", times), ("blocked (k = 2..16)", blocked)):
@@ -226,7 +227,7 @@ assert mean_v["fast path"] < mean_v["plain"], mean_v
 # %%
 for n in (32, 128, 256):
     prefix = np.resize(context, n)  # [n] tokens
-    uncached = median_seconds(lambda prefix=prefix: target.forward(prefix), repeats=3)
+    uncached = best_seconds(lambda prefix=prefix: target.forward(prefix), repeats=3)
     cache = target.new_cache()
     target.forward(prefix[:-1], cache)
     cache.commit(n - 1)
@@ -235,7 +236,7 @@ for n in (32, 128, 256):
         target.forward(last, cache)  # one new position, its K/V written as temporary
         cache.rollback()  # forget it again, so every repeat sees the same cache
 
-    cached = median_seconds(step, repeats=9)
+    cached = best_seconds(step, repeats=9)
     print(f"context {n:3d}: recompute everything {uncached * 1e3:7.1f} ms   "
           f"cached step {cached * 1e3:5.2f} ms   ({uncached / cached:5.1f}x)")
     assert uncached > 3 * cached, "a cached step should be far cheaper than recomputing"
