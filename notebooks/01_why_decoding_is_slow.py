@@ -66,11 +66,12 @@ print("BLAS threads:", os.environ.get("OPENBLAS_NUM_THREADS", "library default")
 #
 # We time the product alone, in float32, for several widths H and row counts k. Each figure
 # is the fastest of several repeats: other work on the machine can only add time, so the
-# minimum is the figure that least depends on what else was running. If the product were limited by arithmetic, time would
-# grow in proportion to k; if it is limited by reading the weights, the first few extra rows
-# should cost almost nothing. We time it twice: the plain `x @ W` that `reference/model.py`
-# writes, and the blocked product of `lab/fast_cpu.py` (`linear_few_rows`, used for 2 to
-# 16 rows), which gives the same numbers computed in a different order.
+# minimum is the figure that least depends on what else was running. If the product were
+# limited by arithmetic, time would grow in proportion to k; if it is limited by reading the
+# weights, the first few extra rows should cost almost nothing. We time it twice: the plain
+# `x @ W` that `reference/model.py` writes, and the blocked product of `lab/fast_cpu.py`
+# (`linear_few_rows`, used for 2 to 16 rows), which gives the same numbers computed in a
+# different order.
 
 # %%
 def best_seconds(fn, repeats: int) -> float:

@@ -70,8 +70,9 @@ def test_the_checker_sees_a_forbidden_import(tmp_path):
 
 def test_the_core_holds_only_core_files():
     """config, tokenizer, model, KV cache, sampling, verification, drafters (a draft model;
-    prompt lookup and the hybrid; early exit; extra heads), the loops (one sequence, and a
-    ragged batch), checkpoint I/O and input checks: nothing else lives in reference/."""
+    prompt lookup and the hybrid; early exit; extra heads), the loops (one sequence, tree
+    drafts, and a ragged batch), checkpoint I/O and input checks: nothing else lives in
+    reference/."""
     expected = {
         "__init__",
         "config",
@@ -85,6 +86,7 @@ def test_the_core_holds_only_core_files():
         "early_exit",
         "heads",
         "speculative",
+        "tree",
         "batch",
         "autoregressive",
         "weights",
