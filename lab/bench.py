@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lab.costs import CostProfile, expected_tokens_per_round, predicted_speedup
-from lab.drafting import make_drafter
+from lab.drafting import generate_function, make_drafter
 from lab.timing import StageClock
 from reference.autoregressive import generate
 from reference.drafters import ModelDrafter
@@ -173,6 +173,7 @@ def run_bench(
         for name in ks_by_drafter
     }
     runs = [(name, k) for name, name_ks in ks_by_drafter.items() for k in name_ks]
+    loops = {name: generate_function(reference, d) for name, d in drafters.items()}
     for temperature in temperatures:
         sampling = SamplingParams(temperature=temperature)
         ar = [Tally() for _ in range(repeats)]
@@ -195,7 +196,7 @@ def run_bench(
                 ar_clock.merge(clock)
                 for run in runs:
                     clock = StageClock()
-                    res = speculative_generate(
+                    res = loops[run[0]](
                         target,
                         drafters[run[0]],
                         prompt,

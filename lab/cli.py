@@ -11,7 +11,7 @@ import numpy as np
 from lab.bench import AR_DECODE, SPEC_DECODE
 from lab.bundled import MODELS_DIR as BUNDLED
 from lab.bundled import bundled_pair_available
-from lab.drafting import DRAFTERS, SELF_DRAFTERS, make_drafter
+from lab.drafting import DRAFTERS, SELF_DRAFTERS, generate_function, make_drafter
 from lab.fast_cpu import fast
 from lab.grading import add_grade_parser
 from lab.methods import parse_drafters
@@ -89,6 +89,20 @@ def self_draft_dir(args) -> Path | None:
     return BUNDLED / "self_draft" if args.target is None and not args.random else None
 
 
+def tree_widths(args) -> tuple[int, ...] | None:
+    # --tree "2,1,1,1" -> (2, 1, 1, 1); only with a tree drafter
+    if getattr(args, "tree", None) is None:
+        return None
+    if not args.drafter.startswith("tree"):
+        raise ValueError(
+            "--tree gives a tree's shape: use it with --drafter tree, tree-wide or tree-heads"
+        )
+    widths = tuple(parse_list(args.tree, int, "--tree"))
+    if not widths or min(widths) < 1:
+        raise ValueError(f"--tree {args.tree!r}: every width must be >= 1")
+    return widths
+
+
 def check_drafter(name: str, backend: str) -> None:
     if name not in DRAFTERS:
         raise ValueError(f"--drafter {name!r}: demo runs one of {', '.join(DRAFTERS)}")
@@ -125,6 +139,7 @@ def backend_core(args):
 def cmd_demo(args) -> int:
     check_k(args.k, args.max_new_tokens)  # before a model is loaded or a cache allocated
     check_drafter(args.drafter, args.backend)
+    tree_widths(args)
     if args.show_rounds < 0:
         raise ValueError(f"--show-rounds must be >= 0, got {args.show_rounds}")
     text = prompt_text(args)
@@ -137,7 +152,13 @@ def cmd_demo(args) -> int:
         target, draft, tokenizer, source = load_pair(args)
     prompt = tokenizer.encode(text)
     drafter = make_drafter(  # before any output: its parts may be missing
-        args.drafter, core, target, draft, args.min_confidence, self_draft_dir(args)
+        args.drafter,
+        core,
+        target,
+        draft,
+        args.min_confidence,
+        self_draft_dir(args),
+        tree_widths=tree_widths(args),
     )
     print(f"models: {source}")
     print(f"tokenizer: {tokenizer.name}; EOS id {tokenizer.eos_id}")
@@ -149,7 +170,7 @@ def cmd_demo(args) -> int:
     print(f"prompt ({len(prompt)} tokens): {text!r}\n")
 
     spec_clock, ar_clock = StageClock(), StageClock()
-    spec = core.speculative_generate(
+    spec = generate_function(core, drafter)(  # trees have their own round
         target,
         drafter,
         prompt,
@@ -364,7 +385,10 @@ def cmd_bench(args) -> int:
                     progress=bar,
                     min_confidence=args.min_confidence,
                     drafter_name=args.drafter,
-                    drafter_options={"self_draft_dir": self_draft_dir(args)},
+                    drafter_options={
+                        "self_draft_dir": self_draft_dir(args),
+                        "tree_widths": tree_widths(args),
+                    },
                 )
                 if report is None:
                     report = part
@@ -402,6 +426,11 @@ def check_bench_options(args) -> tuple[list[int], list[float]]:
             )
     if len(drafters) > 1 and args.backend == "gpu":
         raise ValueError("the method table (several drafters) runs on the cpu backend only")
+    if len(drafters) > 1 and args.tree is not None:
+        raise ValueError("--tree shapes one tree drafter; the method table uses each one's own")
+    if len(drafters) == 1:
+        check_drafter(drafters[0], args.backend)
+        tree_widths(args)
     ks = parse_list(args.ks, int, "--ks")
     for k in ks:
         check_k(k, args.max_new_tokens)
@@ -613,6 +642,12 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         default="cpu",
         help="cpu: the NumPy reference; gpu: the CuPy twin (gpu/; NumPy mode without a CUDA "
         "device)",
+    )
+    parser.add_argument(
+        "--tree",
+        metavar="WIDTHS",
+        help="with --drafter tree, tree-wide or tree-heads: the tree's shape as children per "
+        "node at each depth, e.g. 2,1,1,1 (default: the drafter's, lab/drafting.py)",
     )
     parser.add_argument(
         "--min-confidence",

@@ -13,8 +13,16 @@ from __future__ import annotations
 
 from lab.bundled import SELF_DRAFT_DIR, load_exit_head, load_heads
 
-DRAFTERS = ("model", "lookup", "hybrid", "early-exit", "heads", "lookup+heads")
-SELF_DRAFTERS = ("early-exit", "heads", "lookup+heads")  # made of the target: reference only
+DRAFTERS = (
+    "model", "lookup", "hybrid", "early-exit", "heads", "lookup+heads", "tree", "tree-wide",
+    "tree-heads",
+)  # fmt: skip
+# made of the target, or trees: the reference backend only (not in the GPU twin yet)
+SELF_DRAFTERS = ("early-exit", "heads", "lookup+heads", "tree", "tree-wide", "tree-heads")
+# Tree shapes by name (widths per depth). Top-b point masses: exact at any temperature, and
+# at greedy the only rule whose siblings differ (sampling a one-hot q repeats one token).
+TREE_WIDTHS = {"tree": (2, 1, 1, 1), "tree-wide": (3, 1, 1), "tree-heads": (3, 2, 2, 1)}
+HEADS_TREE_NODES = 10
 
 # The exit layer of `early-exit`: after 2 of the bundled target's 6 blocks. Its trained exit
 # head agrees with the target's argmax on 75 % of held-out positions (80 % after 3 blocks),
@@ -30,9 +38,11 @@ def make_drafter(
     min_confidence: float | None = None,
     self_draft_dir=SELF_DRAFT_DIR,
     exit_layer: int = EXIT_LAYER,
+    tree_widths: tuple[int, ...] | None = None,
 ):
     # -> a Drafter of `core` (the `reference` or `gpu` module) for the pair (target, draft);
-    # `self_draft_dir` holds the exit heads and extra heads trained on this target
+    # `self_draft_dir` holds the exit heads and extra heads trained on this target;
+    # `tree_widths` replaces a tree drafter's shape (children per node at each depth)
     if name not in DRAFTERS:
         raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, got {name!r}")
     if name == "model":
@@ -42,6 +52,15 @@ def make_drafter(
         return core.EarlyExitDrafter(target, exit_layer, head, min_confidence)
     if name == "heads":
         return core.HeadsDrafter(target, trained_heads(self_draft_dir))
+    if name in ("tree", "tree-wide"):
+        from reference.tree import POINT, ModelTreeDrafter
+
+        return ModelTreeDrafter(draft, tree_widths or TREE_WIDTHS[name], POINT)
+    if name == "tree-heads":
+        from reference.tree import HeadsTreeDrafter
+
+        heads = core.HeadsDrafter(target, trained_heads(self_draft_dir))
+        return HeadsTreeDrafter(heads, tree_widths or TREE_WIDTHS[name], HEADS_TREE_NODES)
     # "longest": copy from the occurrence followed by the most tokens; it beat "recent" on
     # copy-heavy prompts and tied on held-out code (docs/benchmarks.md, "Drafting without a
     # second model", like the choices below)
@@ -65,3 +84,12 @@ def trained_heads(self_draft_dir) -> dict:
             "`python -m training.train_heads --target DIR --out DIR2` and pass --self-draft DIR2"
         )
     return load_heads(self_draft_dir)
+
+
+def generate_function(core, drafter):
+    # the loop that runs this drafter: trees have their own round (reference/tree.py)
+    if hasattr(drafter, "propose_tree"):
+        from reference.tree import tree_speculative_generate
+
+        return tree_speculative_generate
+    return core.speculative_generate

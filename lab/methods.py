@@ -29,6 +29,9 @@ METHOD_KS = {
     "early-exit": [2, 3, 4],
     "heads": [2, 3, 4],
     "lookup+heads": [3, 7],
+    "tree": [4],  # a tree's k is its depth (lab/drafting.py TREE_WIDTHS)
+    "tree-wide": [3],
+    "tree-heads": [4],
 }
 
 

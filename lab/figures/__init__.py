@@ -9,6 +9,7 @@ returns its path. Kept apart from the core so that `reference` itself needs only
     rounds.py     rounds and pipeline: draft rows, verification, pipeline, token fates
     cache.py      the KV caches through rounds
     laws.py       laws and the oracle: acceptance example, law comparison, oracle power
+    trees.py      tree drafts: one round's tree with each node's fate, the tree attention mask
     bench.py      benchmark figures: speedup and acceptance against k, measured vs predicted,
                   accepted histogram, per-position acceptance
 """
@@ -43,6 +44,7 @@ from lab.figures.rounds import (  # noqa: E402
     plot_token_fates,
     plot_verification,
 )
+from lab.figures.trees import plot_tree, plot_tree_mask  # noqa: E402
 
 __all__ = [
     "plot_accepted_histogram",
@@ -61,5 +63,7 @@ __all__ = [
     "plot_speedup_theory",
     "plot_speedup_vs_k",
     "plot_token_fates",
+    "plot_tree",
+    "plot_tree_mask",
     "plot_verification",
 ]

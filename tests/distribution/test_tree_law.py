@@ -495,3 +495,21 @@ def test_the_loop_check_rejects_a_round_without_compaction(monkeypatch):
     monkeypatch.setattr(tree_mod, "compact", lambda cache, slots: None)
     result = loop_check("no compaction", target, make, temperature, seed=7)
     assert result.p_value < POWER_P, result.describe()
+
+
+def test_the_loop_check_rejects_a_compaction_that_copies_a_siblings_kv(monkeypatch):
+    """Gathering the wrong slots: every accepted node's K/V taken from its sibling's slot
+    (in the (2, 2) tree, nodes 2j-1 and 2j are siblings). The committed cache then holds the
+    sibling's token at that position, and the loop's law moves."""
+    target, setups = loop_setups()
+    make, temperature = setups["sampled (2, 2), T=1"]
+    right = tree_mod.kept_slots
+
+    def sibling(a: int) -> int:
+        return a + 1 if a % 2 else a - 1
+
+    monkeypatch.setattr(
+        tree_mod, "kept_slots", lambda m, path: right(m, [sibling(a) for a in path])
+    )
+    result = loop_check("a sibling's K/V compacted", target, make, temperature, seed=8)
+    assert result.p_value < POWER_P, result.describe()

@@ -33,6 +33,7 @@ EXPECTED = [
     "08_speedup_and_acceptance",
     "09_the_oracle",
     "10_drafting_without_a_second_model",
+    "11_tree_drafts",
     "12_the_gpu_twin",
 ]
 CELL_TIMEOUT_S = 120  # generous: a notebook is meant to run in well under 30 s in total

@@ -343,3 +343,27 @@ def test_the_method_table_runs_every_drafter_against_one_baseline(capsys, tmp_pa
     text = (out / "methods.md").read_text()
     for words in ("**code**", "**copy**", "| model |", "| lookup |", "| early-exit |"):
         assert words in text, words
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["demo", "--random", "--drafter", "model", "--tree", "2,1"], "use it with --drafter tree"),
+        (["demo", "--random", "--drafter", "tree", "--tree", "2,0"], "every width must be >= 1"),
+        (["demo", "--random", "--drafter", "tree", "--tree", "2,x"], "--tree '2,x'"),
+        (["demo", "--random", "--drafter", "tree", "--backend", "gpu"], "cpu backend"),
+    ],
+)
+def test_tree_options_are_checked_before_any_work(capsys, no_work, argv, words):
+    refused(capsys, argv, words)
+
+
+def test_the_method_table_refuses_one_tree_shape_for_all(capsys, tmp_path, no_work):
+    argv = BENCH + ["--out", str(tmp_path / "o"), "--drafter", "all", "--tree", "2,1"]
+    refused(capsys, argv, "--tree shapes one tree drafter")
+
+
+def test_the_demo_runs_a_tree_of_the_shape_given(capsys):
+    argv = ["demo", "--random", "--drafter", "tree", "--tree", "3,1", "--max-new-tokens", "8"]
+    assert main(argv + ["--show-rounds", "1"]) == 0
+    assert "drafter: tree" in capsys.readouterr().out

@@ -71,8 +71,8 @@ def test_the_checker_sees_a_forbidden_import(tmp_path):
 def test_the_core_holds_only_core_files():
     """config, tokenizer, model, KV cache, sampling, verification, drafters (a draft model;
     prompt lookup and the hybrid; early exit; extra heads), the loops (one sequence, tree
-    drafts, and a ragged batch), checkpoint I/O and input checks: nothing else lives in
-    reference/."""
+    drafts, and a ragged batch), the lossy typical-acceptance contrast, checkpoint I/O and
+    input checks: nothing else lives in reference/."""
     expected = {
         "__init__",
         "config",
@@ -87,6 +87,7 @@ def test_the_core_holds_only_core_files():
         "heads",
         "speculative",
         "tree",
+        "typical",
         "batch",
         "autoregressive",
         "weights",
