@@ -771,9 +771,9 @@ def tree_round(
     clock=None,
 ) -> TreeRound:
     # context [n] -> TreeRound: draft a tree of depth <= k, verify it in one pass, compact
-    # and commit the accepted path in both caches, roll back the rest
-    if verify_fn is not None:
-        raise ValueError("a tree round has its own verification (verify_tree); pass no verify_fn")
+    # and commit the accepted path in both caches, roll back the rest. `verify_fn`
+    # (p [n, V], tree, rng) -> TreeVerification replaces the exact rule (the library's lossy
+    # contrast, reference/typical.py, is the one user); None is verify_tree's.
     clock = check_clock(clock)
     draft_cache = getattr(drafter, "cache", None)
     t_before = cache.length
@@ -788,7 +788,8 @@ def tree_round(
     clock.mark("target")
     t_written = cache.end
     d_written = draft_cache.end if draft_cache is not None else 0
-    result = verify_tree_unchecked(p, tree, rng)  # 3.
+    decide = verify_tree_unchecked if verify_fn is None else verify_fn
+    result = decide(p, tree, rng)  # 3.
     clock.mark("verify")
 
     keep = kept_slots(m, result.path)  # 4. the path, gathered after the committed slots
@@ -823,14 +824,16 @@ def tree_speculative_generate(
     eos_id: int | None = None,
     trace: bool = False,
     clock=None,
+    verify_fn=None,
 ) -> SpeculativeResult:
-    # prompt [n] -> SpeculativeResult; k = the trees' depth (default: the drafter's).
+    # prompt [n] -> SpeculativeResult; k = the trees' depth (default: the drafter's);
+    # verify_fn: another tree rule for every round (tree_round), None = the exact one.
     # The loop is speculative.run_rounds with tree_round: the same prefill, stop rules,
     # statistics (per depth: "drafted" counts depths, not nodes) and trace (the accepted
     # path of each round).
     k = drafter.depth if k is None else k
     prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
-        target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, None, clock
+        target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
     )
     return run_rounds(
         target,
@@ -842,7 +845,7 @@ def tree_speculative_generate(
         sampling,
         eos_id,
         trace,
-        None,
+        verify_fn,
         clock,
         round_fn=tree_round,
         traced=TreeRound.as_chain_round,

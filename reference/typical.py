@@ -50,28 +50,19 @@ import numpy as np
 
 from reference.checks import (
     as_token_array,
-    check_clock,
     check_generator,
     check_number,
     check_probability_rows,
 )
 from reference.sampling import SamplingParams, sample_token
-from reference.speculative import (
-    CacheSpan,
-    SpeculativeResult,
-    check_loop_inputs,
-    observe_target,
-    run_rounds,
-)
+from reference.speculative import SpeculativeResult
 from reference.tree import (
     Tree,
     TreeRound,
     TreeVerification,
     check_tree,
-    compact,
-    kept_slots,
-    target_room,
-    tree_verification_pass,
+    tree_round,
+    tree_speculative_generate,
 )
 from reference.verification import ROW_SUM_ATOL, Verification
 
@@ -296,41 +287,18 @@ def typical_tree_round(
     # exact verify_tree: the same draft, one-pass verification, compaction and commit
     if verify_fn is not None:
         raise ValueError("a typical tree round has its own rule; pass no verify_fn")
-    clock = check_clock(clock)
-    draft_cache = getattr(drafter, "cache", None)
-    t_before = cache.length
-    d_before = draft_cache.length if draft_cache is not None else 0
+    rule = typical_rule(threshold)
+    return tree_round(target, cache, drafter, context, k, sampling, rng, rule, clock)
 
-    tree = drafter.propose_tree(context, k, target_room(cache, context), sampling, rng)
-    check_tree(tree, target.n_vocab)
-    if tree.depth > k or tree.n_nodes > target_room(cache, context):
-        raise ValueError(f"the drafter's tree exceeds depth {k} or the cache's room")
-    clock.mark("draft")
-    p, m, h = tree_verification_pass(target, cache, context, tree, sampling)
-    clock.mark("target")
-    t_written = cache.end
-    d_written = draft_cache.end if draft_cache is not None else 0
-    result = typical_verify_tree_unchecked(p, tree, threshold, rng)  # the lossy step
-    clock.mark("verify")
 
-    keep = kept_slots(m, result.path)
-    compact(cache, keep)
-    cache.commit(len(keep))
-    cache.rollback()
-    drafter.commit_path(result.path)
-    drafter.rollback()
-    observe_target(drafter, h[result.path[-1] if result.path else 0])
-    return TreeRound(
-        tree=tree,
-        p=p,
-        result=result,
-        n_catch_up=m,
-        max_depth=k,
-        target_cache=CacheSpan(t_before, t_written, cache.length),
-        draft_cache=(
-            CacheSpan(d_before, d_written, draft_cache.length) if draft_cache is not None else None
-        ),
-    )
+def typical_rule(threshold: TypicalThreshold):
+    # -> (p [n, V], tree, rng) -> TreeVerification: the lossy step, as tree_round takes it
+    check_threshold(threshold)
+
+    def rule(p_rows: np.ndarray, tree: Tree, rng: np.random.Generator) -> TreeVerification:
+        return typical_verify_tree_unchecked(p_rows, tree, threshold, rng)
+
+    return rule
 
 
 def typical_tree_speculative_generate(
@@ -352,25 +320,18 @@ def typical_tree_speculative_generate(
 
     prompt [n] -> SpeculativeResult; the trace keeps each round's accepted path (and the
     first child of the node where the walk stopped), as the exact tree loop's does."""
-    check_threshold(threshold)
-    k = drafter.depth if k is None else k
-    prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
-        target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, None, clock
-    )
-    return run_rounds(
+    return tree_speculative_generate(
         target,
         drafter,
         prompt,
-        k,
-        max_new_tokens,
-        rng,
-        sampling,
-        eos_id,
-        trace,
-        None,
-        clock,
-        round_fn=partial(typical_tree_round, threshold=threshold),
-        traced=TreeRound.as_chain_round,
+        max_new_tokens=max_new_tokens,
+        rng=rng,
+        k=k,
+        sampling=sampling,
+        eos_id=eos_id,
+        trace=trace,
+        clock=clock,
+        verify_fn=typical_rule(threshold),
     )
 
 

@@ -22,6 +22,7 @@ from reference.tree import (
     ModelTreeDrafter,
     Tree,
     TreeShape,
+    TreeVerification,
     ancestor_mask,
     chain_parents,
     check_tree,
@@ -398,21 +399,26 @@ def test_self_drafting_greedy_accepts_every_path_and_eos_stops(model):
     assert cut.tokens == plain[: plain.index(eos) + 1] and cut.stats.stop_reason == "eos"
 
 
-def test_a_tree_round_refuses_a_chain_verify_plugin(model, draft_model):
+def test_a_tree_round_runs_the_tree_rule_it_is_given(model, draft_model):
+    """verify_fn replaces the exact rule (reference/typical.py's lossy one uses this): a
+    rule that rejects every child and emits token 3 makes the round emit exactly that."""
     drafter = ModelTreeDrafter(draft_model, (2,))
-    with pytest.raises(ValueError, match="no verify_fn"):
-        tree_round(
-            model,
-            model.new_cache(),
-            drafter,
-            np.array([1]),
-            1,
-            SamplingParams(),
-            np.random.default_rng(0),
-            verify_fn=lambda *a: None,
-        )
-    with pytest.raises(ValueError, match="draw must be one of"):
-        ModelTreeDrafter(draft_model, (2,), "greedy")
+    context = np.array([1, 2])
+    cache = model.new_cache()
+    model.forward(context[:-1], cache)
+    cache.commit(1)
+    calls = []
+
+    def rule(p, tree, rng):
+        calls.append(p.shape)
+        return TreeVerification((), 3)
+
+    rnd = tree_round(
+        model, cache, drafter, context, 1, SamplingParams(1.0), np.random.default_rng(0), rule
+    )
+    assert calls == [(3, model.n_vocab)]  # one call, one row per node (root + 2 children)
+    assert rnd.verification.accepted == 0 and rnd.verification.token == 3
+    assert cache.length == 2  # only the root was committed
 
 
 # ------------------------------------------------------------------ heads drafting a tree
