@@ -1,7 +1,6 @@
 """The method table: every drafter of lab/drafting.py side by side, from one run.
 
-    specdec bench --drafter all            (or a comma list: --drafter model,lookup,heads)
-    python -m lab.methods --repeats 3      (the same, without the CLI)
+    specdec bench --drafter all --prompts heldout,copy   (or --drafter model,lookup,heads)
 
 For each prompt set (held-out code, copy-heavy) and temperature, every prompt is decoded
 autoregressively once per repeat and then by every drafter at each of its k, back to back
@@ -13,9 +12,6 @@ and Leviathan's prediction from the drafter's own terms, E(alpha, k) / (k_round 
 """
 
 from __future__ import annotations
-
-import argparse
-import sys
 
 import numpy as np
 
@@ -136,45 +132,3 @@ def methods_markdown(reports: dict[str, BenchReport], machine: str, command: str
             lines += ["", f"{set_name}, T = {t:g}", ""]
             lines += HEADER + [method_row(p) for p in report.points if p.temperature == t]
     return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    from lab.bench import COPY_PROMPTS, held_out_code_prompts
-    from lab.bundled import load_bundled_pair
-    from lab.cli import machine_description
-    from lab.costs import measure_costs
-    from lab.fast_cpu import fast
-    from reference.tokenizer import encode
-
-    ap = argparse.ArgumentParser(description="the method table: every drafter, one run")
-    ap.add_argument("--drafter", default="all", help="'all' or a comma list (default: all)")
-    ap.add_argument("--repeats", type=int, default=3, help="(default: %(default)s)")
-    ap.add_argument(
-        "--n-prompts", type=int, default=6, help="held-out prompts (default: %(default)s)"
-    )
-    ap.add_argument("--max-new-tokens", type=int, default=128, help="(default: %(default)s)")
-    ap.add_argument("--temperatures", default="0,0.8", help="(default: %(default)s)")
-    args = ap.parse_args(argv)
-    drafters = parse_drafters(args.drafter)
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(1)  # one BLAS thread, as `specdec bench` (docs/benchmarks.md)
-    temperatures = [float(t) for t in args.temperatures.split(",")]
-
-    target, draft = (fast(m) for m in load_bundled_pair())
-    sets = {
-        "held-out code": held_out_code_prompts(args.n_prompts),
-        "copy-heavy": [encode(t) for t in COPY_PROMPTS],
-    }
-    context = np.concatenate([sets["held-out code"][0]] * 8)[: target.config.n_ctx // 2]
-    costs = measure_costs(target, draft, context, max_T=8)
-    reports = run_methods(
-        target, draft, sets, drafters, temperatures, args.max_new_tokens, args.repeats, costs
-    )
-    command = "python -m lab.methods " + " ".join(sys.argv[1:] if argv is None else argv)
-    print(methods_markdown(reports, machine_description(), command))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
