@@ -26,8 +26,11 @@ demo: $(VENV)/.stamp-run
 	$(VENV)/bin/specdec demo
 
 # everything, then the oracle once more against the GPU twin (gpu/; NumPy mode without a device)
+# two pytest workers for everything but the tests that assert on measured speed (the
+# notebooks), which then run alone so that no other test competes with their timings
 test: $(VENV)/.stamp-dev
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 -m "not gpu and not timing"
+	$(PY) -m pytest -m "timing and not gpu"
 	$(MAKE) --no-print-directory oracle-gpu
 	$(MAKE) --no-print-directory oracle-light
 

@@ -20,52 +20,72 @@ import math
 import numpy as np
 
 from reference.config import GPTConfig
-from reference.model import GPT, causal_mask, softmax
+from reference.model import GPT, causal_mask
 
-# From 2 up to this many rows a linear layer takes the blocked path (verification appends
+# From 2 up to this many rows a linear layer takes the sliced path (verification appends
 # k+1 <= 9 rows for the k this project sweeps; prefill and one-row decode keep x @ w).
 FEW_ROWS = 16
 
-# OpenBLAS multiplies without packing when M * N * K <= 100^3 (its "small matrix" kernels on
-# AVX-512 CPUs; other builds take the normal path, which is still correct).
-SMALL_PRODUCT = 100**3
 
-
-def block_size(T: int, C_in: int) -> int:
-    # output features per block: as many as keep [B, C_in] @ [C_in, T] a small product,
-    # in multiples of 32 (the kernels' vector width), at least 32
-    return max(32, SMALL_PRODUCT // (C_in * T) // 32 * 32)
+def slice_rows(C_out: int) -> int:
+    # output features per small product: 32 (the AVX-512 kernels' width; 16, 64 and 128
+    # measured slower for 4-9 rows, docs/fast-path.md), or the whole matrix as one product
+    # when C_out is no multiple of 32
+    return 32 if C_out % 32 == 0 else C_out
 
 
 def linear_few_rows(x: np.ndarray, w_t: np.ndarray, b: np.ndarray) -> np.ndarray:
     # [T, C_in], w_t = w.T [C_out, C_in] -> [T, C_out]: the same numbers as x @ w + b.
     # For a handful of rows OpenBLAS first copies ("packs") the whole weight matrix, so a
-    # k+1-row verification pass costs several one-row steps; blocks of w_t small enough for
-    # its unpacked kernels read every weight once for all T rows. (A product that is small
-    # already is one block; computed as w_t @ x_t it reads w_t in its stored order, where
-    # x @ w would read a transposed view, which measured slower.)
-    x_t = np.ascontiguousarray(x.T)  # [C_in, T]
-    B = block_size(x.shape[0], x.shape[1])
-    y_t = np.concatenate([w_t[j : j + B] @ x_t for j in range(0, w_t.shape[0], B)])
-    return y_t.T + b
+    # k+1-row verification pass costs several one-row steps. Cut into slices of B output
+    # features, [B, C_in] @ [C_in, T] is small enough for its unpacked kernels, which read
+    # every weight once for all T rows. The slices are a reshape of the stored w_t (a view,
+    # nothing copied) and one batched matmul runs them all: one NumPy call, not C_out / B.
+    C_out, T = w_t.shape[0], x.shape[0]
+    B = slice_rows(C_out)
+    y_t = np.matmul(w_t.reshape(C_out // B, B, -1), x.T)  # [C_out / B, B, T]
+    # C order: a transposed result would make every later row-wise reduction stride
+    return np.add(y_t.reshape(C_out, T).T, b, order="C")
 
 
 def gelu_by_products(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
-    # gelu with x * x * x instead of x**3: NumPy's float power is several times slower
+    # GPT-2's gelu, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed in a single
+    # temporary updated in place instead of a new array per operation, and with x * x * x
+    # instead of x**3 (NumPy's float power is several times slower). x is left as it was.
     c = np.float32(math.sqrt(2.0 / math.pi))
-    return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * (x * x * x))))
+    t = x * x
+    t *= x
+    t *= np.float32(0.044715)
+    t += x
+    t *= c
+    np.tanh(t, out=t)
+    t += np.float32(1.0)
+    t *= x
+    t *= np.float32(0.5)
+    return t
 
 
 def attention_keys_first(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    # q [nh, T, hs], k/v [nh, S, hs] -> [nh, T, hs]: `attention`, with q k^T computed as
-    # (k q^T)^T -- with the long side (S cached keys) as the rows of the product OpenBLAS
-    # does not repack k -- and no mask for a single new position (it may see every key)
+    # q [nh, T, hs], k/v [nh, S, hs] -> [nh, T, hs]: `attention`, computed in one scores
+    # array. q k^T is computed as (k q^T)^T -- with the long side (S cached keys) as the rows
+    # of the product OpenBLAS does not repack k -- then copied to C order, so that the
+    # softmax's reductions run along contiguous rows; the scale, mask and softmax then work
+    # in place. Only the last T - 1 keys can be masked (every new row sees the history).
     T, S = q.shape[1], k.shape[1]
-    scores = (k @ q.transpose(0, 2, 1)).transpose(0, 2, 1)  # [nh, T, S]
-    scores = scores * np.float32(1.0 / math.sqrt(q.shape[-1]))
+    scores = np.ascontiguousarray((k @ q.transpose(0, 2, 1)).transpose(0, 2, 1))  # [nh, T, S]
+    scores *= np.float32(1.0 / math.sqrt(q.shape[-1]))
     if T > 1:
-        scores = np.where(causal_mask(T, S), scores, np.float32(-1e10))
-    return softmax(scores) @ v
+        scores[:, :, S - T + 1 :][:, future_keys(T)] = np.float32(-1e10)
+    scores -= scores.max(axis=-1, keepdims=True)  # softmax, as reference.model.softmax
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=-1, keepdims=True)
+    return scores @ v
+
+
+def future_keys(T: int) -> np.ndarray:  # -> [T, T - 1] bool, True = must not attend
+    # among the last T - 1 keys (the new rows 1..T-1), new row i may not see rows after it:
+    # key j of that slice is new row j + 1, hidden from row i when j + 1 > i
+    return ~causal_mask(T, T)[:, 1:]
 
 
 def is_linear_weight(name: str, w: np.ndarray) -> bool:
@@ -94,6 +114,13 @@ class FastGPT(GPT):
 
     def activation(self, x: np.ndarray) -> np.ndarray:
         return gelu_by_products(x)
+
+    def logits(self, h: np.ndarray) -> np.ndarray:
+        # [T, C] -> [T, V]: h @ wte^T; wte [V, C] is already laid out as a w_t
+        wte = self.params["wte.weight"]
+        if 1 < h.shape[0] <= FEW_ROWS:
+            return np.ascontiguousarray((wte @ h.T).T)
+        return h @ wte.T
 
 
 def fast(model: GPT) -> FastGPT:

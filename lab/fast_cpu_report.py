@@ -65,6 +65,16 @@ def trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float
             median_us(lambda: fast_cpu.attention_keys_first(q1, k, v)),
         )
     )
+    wte = target.params["wte.weight"]  # [V, C]
+    h = rng.standard_normal((8, C)).astype(np.float32)
+    quick = fast_cpu.fast(target)
+    rows.append(
+        (
+            f"target output layer [8,{C}]@[{C},{wte.shape[0]}]",
+            median_us(lambda: target.logits(h)),
+            median_us(lambda: quick.logits(h)),
+        )
+    )
     Cd = draft.config.n_embd
     xg = rng.standard_normal((1, 4 * Cd)).astype(np.float32)
     rows.append(

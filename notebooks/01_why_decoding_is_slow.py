@@ -15,7 +15,7 @@
 # # 01 · Why one-token decoding is slow
 #
 # *Article §1 and §7. Code: `lab/costs.py`, `reference/model.py`, `reference/kv_cache.py`,
-# `lab/fast_cpu.py`.*
+# `lab/fast_cpu.py`, `lab/roofline.py`.*
 #
 # A language model writes one token per call. Each call pushes **one** new position through
 # every weight matrix: the hidden state is a `[1, H]` row multiplied by an `[H, H]` matrix.
@@ -45,6 +45,8 @@ from lab.bundled import bundled_pair_available, load_bundled_pair
 from lab.costs import measure_costs
 from lab.fast_cpu import FEW_ROWS, fast, linear_few_rows
 from lab.figures import plot_forward_costs, plot_matmul_times
+from lab.roofline import floor_seconds, machine_rates, pass_products
+from lab.roofline import plot as plot_roofline
 from lab.standins import random_pair
 from reference.tokenizer import encode
 
@@ -73,6 +75,7 @@ print("BLAS threads:", os.environ.get("OPENBLAS_NUM_THREADS", "library default")
 # (`linear_few_rows`, used for 2 to 16 rows), which gives the same numbers computed in a
 # different order.
 
+
 # %%
 def best_seconds(fn, repeats: int) -> float:
     times = []
@@ -94,8 +97,9 @@ for H in (256, 512, 1024, 2048):
         x = rng.standard_normal((k, H), dtype=np.float32)  # [k, H]
         times[H][k] = best_seconds(lambda x=x, W=W: x @ W, repeats)
         if 1 < k <= FEW_ROWS:
-            blocked[H][k] = best_seconds(lambda x=x, W_t=W_t, b=b: linear_few_rows(x, W_t, b),
-                                           repeats)
+            blocked[H][k] = best_seconds(
+                lambda x=x, W_t=W_t, b=b: linear_few_rows(x, W_t, b), repeats
+            )
 
 for name, table in (("x @ W", times), ("blocked (k = 2..16)", blocked)):
     print(f"µs per product, {name} (rows = H, columns = k):")
@@ -104,9 +108,12 @@ for name, table in (("x @ W", times), ("blocked (k = 2..16)", blocked)):
         print(f"{H:<6}" + "".join(f"{t * 1e6:9.1f}" for t in row.values()))
     print()
 for H in (1024, 2048):
-    print(f"k rows / one row, H = {H}:  x @ W",
-          {k: round(t / times[H][1], 2) for k, t in times[H].items() if k <= 16},
-          "  blocked", {k: round(t / times[H][1], 2) for k, t in blocked[H].items()})
+    print(
+        f"k rows / one row, H = {H}:  x @ W",
+        {k: round(t / times[H][1], 2) for k, t in times[H].items() if k <= 16},
+        "  blocked",
+        {k: round(t / times[H][1], 2) for k, t in blocked[H].items()},
+    )
 
 # %% [markdown]
 # Read the tables by rows.
@@ -193,28 +200,79 @@ display(Image(filename=str(path)))
 # without packing (and a few cheaper NumPy calls for the draft's one-row steps); the bench
 # and the demo use it. Same weights, same numbers, different speed:
 #
-# v(T) need not grow steadily with T. Two effects make it step: OpenBLAS's kernels work on a
-# fixed number of rows at a time, so a T that leaves a part-filled group costs nearly what the
-# next full group costs; and the fast path's block size (`block_size` in `lab/fast_cpu.py`)
-# shrinks with T in jumps of 32 columns, changing the number of blocks. The line printed
-# below the table lists where v dipped in this run; with few repeats, timing noise adds
-# dips of its own.
+# v(T) need not grow steadily with T. OpenBLAS's kernels work on a fixed number of rows at a
+# time, so a T that leaves a part-filled group costs nearly what the next full group costs
+# (the fast path cuts each weight into slices of 32 output features, `slice_rows` in
+# `lab/fast_cpu.py`, whatever T is; the kernel for each slice still steps with T). The line
+# printed below the table lists where v dipped in this run; with few repeats, timing noise
+# adds dips of its own.
 
 # %%
 fast_profile = measure_costs(fast(target), fast(draft), context, max_T=8, repeats=9)
 print("            c      " + "  ".join(f"v({T})" for T in sorted(profile.target_append)))
 for name, prof in (("plain", profile), ("fast path", fast_profile)):
-    print(f"{name:10s} {prof.c:.3f}  " + "  ".join(
-        f"{prof.verify_cost(T):.2f}" for T in sorted(prof.target_append)))
+    print(
+        f"{name:10s} {prof.c:.3f}  "
+        + "  ".join(f"{prof.verify_cost(T):.2f}" for T in sorted(prof.target_append))
+    )
 for name, prof in (("plain", profile), ("fast path", fast_profile)):
     dips = [T + 1 for T in range(1, 8) if prof.verify_cost(T + 1) < prof.verify_cost(T)]
     print(f"{name}: v(T) lower than v(T - 1) at T = {dips}")
 # the fast path's claim: multi-position passes cost fewer one-token steps than the plain
 # model's (checked on v(2) and on the mean over T = 2..8, which timing noise moves less)
-mean_v = {name: np.mean([prof.verify_cost(T) for T in range(2, 9)])
-          for name, prof in (("plain", profile), ("fast path", fast_profile))}
+mean_v = {
+    name: np.mean([prof.verify_cost(T) for T in range(2, 9)])
+    for name, prof in (("plain", profile), ("fast path", fast_profile))
+}
 assert fast_profile.verify_cost(2) < profile.verify_cost(2)
 assert mean_v["fast path"] < mean_v["plain"], mean_v
+
+# %% [markdown]
+# ### How fast could a pass be? The roofline
+#
+# A pass over T new positions must read every weight once (and the cached K/V), whatever T
+# is, and does 2·T floating-point operations per weight. Two rates of this machine bound it:
+# how fast one core can stream the weights (measured as one-row products over the target's
+# own 24 matrices) and how fast it can compute (a large float32 product). Each product of
+# the pass then costs at least max(bytes / bandwidth, FLOPs / FLOP rate) — the *roofline*;
+# `lab/roofline.py` adds that up over the layers.
+#
+# For a few rows the bytes term wins by far, so the floor is **flat**: on this hardware a pass
+# over 8 rows could cost what one row costs, v(8) = 1, exactly Leviathan's assumption. The
+# measured fast path is nowhere near that for T > 2, and the plain model further still. What
+# the gap is made of, product by product, and which changes to the fast path closed part of
+# it: `python -m lab.roofline` and docs/benchmarks.md, "The CPU limit".
+
+# %%
+rates = machine_rates(target)
+print(
+    f"bandwidth {rates.bandwidth / 1e9:.1f} GB/s (one-row products over the target's weights), "
+    f"FLOP rate {rates.flops / 1e9:.0f} GFLOP/s (a 1024^3 product), one BLAS thread"
+)
+S = len(context)
+floors = {T: floor_seconds(target, T, S + T, rates) for T in range(1, 9)}
+print("\nT   floor ms   fast path ms   v floor   v fast   v plain")
+for T in range(1, 9):
+    print(
+        f"{T}   {floors[T] * 1e3:8.2f}   {fast_profile.target_append[T] * 1e3:12.2f}"
+        f"   {floors[T] / floors[1]:7.2f}   {fast_profile.verify_cost(T):6.2f}"
+        f"   {profile.verify_cost(T):7.2f}"
+    )
+print("\nper product at T = 8 (6 layers): MB read, MFLOP, floor in µs, bound by")
+for product in pass_products(target, 8, S + 8):
+    by_bytes = product.bytes / rates.bandwidth >= product.flops / rates.flops
+    print(
+        f"  {product.name:12s} {product.bytes / 1e6:6.2f} MB {product.flops / 1e6:7.1f} MFLOP"
+        f" {product.floor(rates) * 1e6:7.0f} µs   {'bytes' if by_bytes else 'FLOPs'}"
+    )
+# the claims above, on this run: the floor is flat up to 8 rows, the fast path is not
+assert floors[8] < 1.05 * floors[1], "the floor should be bytes-bound up to T = 8"
+assert fast_profile.target_append[8] > 1.2 * floors[8]
+
+# %%
+curves = {"plain": profile.target_append, "fast path": fast_profile.target_append}
+path = plot_roofline(curves, floors, FIGURES / "roofline_bundled_target.png")
+display(Image(filename=str(path)))
 
 # %% [markdown]
 # ## 3. The KV cache: why a one-token step is one position, not the whole prefix
@@ -238,16 +296,20 @@ for n in (32, 128, 256):
         cache.rollback()  # forget it again, so every repeat sees the same cache
 
     cached = best_seconds(step, repeats=9)
-    print(f"context {n:3d}: recompute everything {uncached * 1e3:7.1f} ms   "
-          f"cached step {cached * 1e3:5.2f} ms   ({uncached / cached:5.1f}x)")
+    print(
+        f"context {n:3d}: recompute everything {uncached * 1e3:7.1f} ms   "
+        f"cached step {cached * 1e3:5.2f} ms   ({uncached / cached:5.1f}x)"
+    )
     assert uncached > 3 * cached, "a cached step should be far cheaper than recomputing"
 
 cfg = target.config
 weights = sum(w.nbytes for w in target.params.values())
 per_token = 2 * cfg.n_layer * cfg.n_embd * 4  # K and V, every layer, float32
 print(f"\ntarget weights: {weights / 1e6:.1f} MB read by every step")
-print(f"KV cache: {per_token / 1e3:.1f} kB per cached token "
-      f"({per_token * cfg.n_ctx / 1e6:.1f} MB at the full {cfg.n_ctx}-token context)")
+print(
+    f"KV cache: {per_token / 1e3:.1f} kB per cached token "
+    f"({per_token * cfg.n_ctx / 1e6:.1f} MB at the full {cfg.n_ctx}-token context)"
+)
 
 # %% [markdown]
 # **What to take away.** A one-token step is dominated by moving weights (and the cached

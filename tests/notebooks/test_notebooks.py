@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+# the notebooks assert on speeds they measure: `make test` runs them alone (pyproject.toml)
+pytestmark = pytest.mark.timing
+
 jupytext = pytest.importorskip("jupytext", reason="the notebook tests need the dev extras")
 nbformat = pytest.importorskip("nbformat", reason="the notebook tests need the dev extras")
 nbclient = pytest.importorskip("nbclient", reason="the notebook tests need the dev extras")

@@ -9,10 +9,11 @@ from lab import fast_cpu
 from lab.bundled import load_bundled_pair
 from lab.fast_cpu import FastGPT, fast
 from reference import GPT, GPTConfig, ModelDrafter, generate, init_params, speculative_generate
+from reference import model as plain_model
 
 from .helpers import GREEDY, assert_close_scaled
 
-# wide enough that k+1-row appends take the blocked few-row path (T * C_in * C_out > 100^3)
+# a random model twice the bundled draft's width: appends of 2-16 rows take the sliced path
 WIDE_CFG = GPTConfig(n_vocab=64, n_ctx=96, n_embd=256, n_head=4, n_layer=2)
 
 
@@ -31,8 +32,9 @@ def forward_both(models, caches, tokens) -> list[np.ndarray]:
 
 
 def assert_same_logits_through_a_run(plain: GPT, quick: FastGPT, tokens: np.ndarray) -> None:
-    """Prefill, one-token decode steps, then appends of 2..9 rows each rolled back (the
-    verification pattern): the two models agree at every call to float32 rounding."""
+    """Prefill, one-token decode steps, then appends of 2..16 rows each rolled back (the
+    verification pattern, every T of the sliced path): the two models agree at every call
+    to float32 rounding."""
     models, caches = (plain, quick), (plain.new_cache(), quick.new_cache())
     assert_close_scaled(quick.forward(tokens), plain.forward(tokens), "no cache")
     n = len(tokens) // 2
@@ -45,7 +47,7 @@ def assert_same_logits_through_a_run(plain: GPT, quick: FastGPT, tokens: np.ndar
         assert_close_scaled(theirs, ours, f"decode step {i}")
         for c in caches:
             c.commit(1)
-    for T in range(2, 10):  # k+1-row appends, rolled back like rejected drafts
+    for T in range(2, fast_cpu.FEW_ROWS + 1):  # k+1-row appends, rolled back like rejected drafts
         ours, theirs = forward_both(models, caches, tokens[-T:])
         assert_close_scaled(theirs, ours, f"append of {T} rows")
         for c in caches:
@@ -64,7 +66,7 @@ def test_fast_path_equals_the_plain_model_at_the_bundled_pairs_shapes(bundled, w
     assert_same_logits_through_a_run(model, fast(model), tokens.astype(np.int64))
 
 
-def test_appends_of_a_few_rows_take_the_blocked_path(plain, monkeypatch):
+def test_appends_of_a_few_rows_take_the_sliced_path(plain, monkeypatch):
     """The parity tests above really exercise the trick: a 5-row append goes through
     linear_few_rows, a one-row step and a prefill do not."""
     calls = []
@@ -72,21 +74,20 @@ def test_appends_of_a_few_rows_take_the_blocked_path(plain, monkeypatch):
     monkeypatch.setattr(fast_cpu, "linear_few_rows", lambda *a: calls.append(1) or real(*a))
     quick = fast(plain)
     quick.forward(np.arange(5))
-    assert calls, "a 5-row pass never took the blocked path"
+    assert calls, "a 5-row pass never took the sliced path"
     calls.clear()
     quick.forward(np.arange(1))
     quick.forward(np.arange(40))
     assert not calls
 
 
-def blocks_taken(model: GPT, monkeypatch, T: int) -> dict[tuple[int, int], int]:
-    """(C_in, C_out) -> number of weight blocks linear_few_rows used for a T-row append."""
+def slices_taken(model: GPT, monkeypatch, T: int) -> dict[tuple[int, int], int]:
+    """(C_in, C_out) -> number of weight slices linear_few_rows used for a T-row append."""
     seen = {}
     real = fast_cpu.linear_few_rows
 
     def spy(x, w_t, b):
-        B = fast_cpu.block_size(x.shape[0], x.shape[1])
-        seen[(w_t.shape[1], w_t.shape[0])] = -(-w_t.shape[0] // B)
+        seen[(w_t.shape[1], w_t.shape[0])] = w_t.shape[0] // fast_cpu.slice_rows(w_t.shape[0])
         return real(x, w_t, b)
 
     monkeypatch.setattr(fast_cpu, "linear_few_rows", spy)
@@ -98,30 +99,28 @@ def blocks_taken(model: GPT, monkeypatch, T: int) -> dict[tuple[int, int], int]:
     return seen
 
 
-def test_the_bundled_targets_appends_are_cut_into_several_blocks(bundled, monkeypatch):
-    """The bundled-shape parity test above reaches the blocked product proper: a 9-row append
-    (k = 8) splits every linear layer of the bundled target (C = 384) into several blocks of
-    w.T, concatenated back; at 5 rows the attention output projection [C, C] is still one
-    block. (The bundled draft, C = 128, stays one block at every T <= 9: its parity test
-    covers the single-block branch only.)"""
-    C = bundled[0].config.n_embd
-    blocks = blocks_taken(bundled[0], monkeypatch, 9)
-    assert set(blocks) == {(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C)}, blocks
-    assert all(n > 1 for n in blocks.values()), blocks
-    assert blocks_taken(bundled[0], monkeypatch, 5) == {
-        (C, 3 * C): 3,
-        (C, C): 1,
-        (C, 4 * C): 3,
-        (4 * C, C): 3,
-    }
-    assert all(n == 1 for n in blocks_taken(bundled[1], monkeypatch, 9).values())
+@pytest.mark.parametrize("T", [2, 8, 9])
+def test_the_bundled_pairs_appends_are_cut_into_slices(bundled, monkeypatch, T):
+    """The bundled-shape parity test above reaches the sliced product proper: every linear
+    layer of the bundled target (C = 384) and draft (C = 128) is cut into C_out / 32 slices
+    of w.T for a k+1-row append."""
+    for model in bundled:
+        C = model.config.n_embd
+        assert slices_taken(model, monkeypatch, T) == {
+            (C, 3 * C): 3 * C // 32,
+            (C, C): C // 32,
+            (C, 4 * C): 4 * C // 32,
+            (4 * C, C): C // 32,
+        }
 
 
-@pytest.mark.parametrize("C_in, C_out", [(384, 1152), (384, 1536), (1536, 384), (384, 384)])
-@pytest.mark.parametrize("T", [2, 3, 5, 9, 16])
+@pytest.mark.parametrize(
+    "C_in, C_out", [(384, 1152), (384, 1536), (1536, 384), (384, 384), (128, 512), (384, 257)]
+)
+@pytest.mark.parametrize("T", [2, 3, 5, 8, 9, 16])
 def test_linear_few_rows_equals_the_plain_product(C_in, C_out, T):
-    """At the bundled target's layer shapes (blocks that do and do not divide C_out): the
-    same numbers as x @ w + b, checked against a float64 product."""
+    """At the bundled pair's layer shapes (and a C_out of no multiple of 32, one product):
+    the same numbers as x @ w + b, checked against a float64 product."""
     rng = np.random.default_rng(T * 7 + C_in)
     x = rng.standard_normal((T, C_in), dtype=np.float32)
     w = rng.standard_normal((C_in, C_out), dtype=np.float32) / np.float32(np.sqrt(C_in))
@@ -174,3 +173,53 @@ def test_replacing_a_weight_is_seen_by_every_path(plain):
     quick.params[name] = np.ascontiguousarray(quick.params[name] * 2.0)
     edited = GPT(plain.config, {n: w.copy() for n, w in quick.params.items()})
     assert_same_logits_through_a_run(edited, quick, np.arange(30) % 64)
+
+
+# target heads (6) over a long cache; draft heads (2) with S == T (an uncached pass) and S > T
+ATTENTION_SHAPES = [(6, 400, T) for T in (1, 2, 8, 9, 16)] + [(2, 9, 9), (2, 9, 2), (6, 16, 16)]
+
+
+@pytest.mark.parametrize("nh, S, T", ATTENTION_SHAPES)
+def test_attention_keys_first_equals_the_plain_attention(nh, S, T):
+    """Every branch of the fast attention (one row without a mask, the masked tail of T - 1
+    keys, S == T as in an uncached pass) gives the plain attention's numbers."""
+    rng = np.random.default_rng(S * 31 + T)
+    q, k, v = (rng.standard_normal((nh, n, 64), dtype=np.float32) for n in (T, S, S))
+    got = fast_cpu.attention_keys_first(q, k, v)
+    assert got.shape == (nh, T, 64)
+    np.testing.assert_allclose(got, plain_model.attention(q, k, v), rtol=0, atol=2e-6)
+
+
+def test_future_keys_is_the_causal_masks_tail():
+    for T in (2, 5, 9):
+        mask = plain_model.causal_mask(T, 20)  # True = may attend
+        assert mask[:, : 20 - T + 1].all()  # every new row sees the history and row 0
+        np.testing.assert_array_equal(fast_cpu.future_keys(T), ~mask[:, 20 - T + 1 :])
+
+
+def test_gelu_by_products_equals_gelu_and_leaves_its_input_alone():
+    x = np.linspace(-8, 8, 4001, dtype=np.float32).reshape(1, -1)
+    before = x.copy()
+    np.testing.assert_allclose(fast_cpu.gelu_by_products(x), plain_model.gelu(x), atol=1e-6)
+    np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.parametrize("T", [1, 2, 8, 16, 17])
+def test_the_output_layer_equals_the_plain_one_and_reads_wte_afresh(bundled, T):
+    """The fast logits (wte read in its stored order for a few rows) equal h @ wte^T, in C
+    order, and an in-place edit of wte is seen at once."""
+    quick = fast(bundled[0])
+    h = np.random.default_rng(T).standard_normal((T, 384), dtype=np.float32)
+    got = quick.logits(h)
+    assert got.flags.c_contiguous
+    np.testing.assert_allclose(got, h @ bundled[0].params["wte.weight"].T, atol=1e-4, rtol=0)
+    quick.params["wte.weight"] *= 2.0
+    np.testing.assert_allclose(quick.logits(h), 2.0 * got, atol=2e-4, rtol=0)
+
+
+@pytest.mark.parametrize("T", [2, 9])
+def test_few_row_outputs_are_in_c_order(bundled, T):
+    """A transposed (F-order) output would make every later row-wise reduction stride."""
+    quick = fast(bundled[0])
+    x = np.ones((T, 384), np.float32)
+    assert quick.linear(x, "h.0.mlp.c_fc").flags.c_contiguous
