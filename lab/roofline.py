@@ -160,7 +160,7 @@ def v_curves(models: dict[str, GPT], context: np.ndarray, Ts, repeats: int, roun
 def breakdown_table(model: GPT, S: int, rates: Rates, measured: dict[int, dict[str, float]]) -> str:
     Ts = sorted(measured)
     head = "| product (6 layers) | bytes | " + " | ".join(
-        f"T={T}: measured / floor (us)" for T in Ts
+        f"T={T}: measured / floor (µs)" for T in Ts
     )
     lines = [head + " |", "|---|---|" + "---|" * len(Ts)]
     names = [p.name for p in pass_products(model, 1, S)] + ["other", "total"]
