@@ -9,25 +9,17 @@ figures in docs/fast-path.md come from this script.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from lab import fast_cpu
 from lab.bundled import load_bundled_pair
 from lab.costs import time_append
+from lab.roofline import median_seconds
 from reference import model as plain
 
 
 def median_us(fn, repeats: int = 200) -> float:
-    for _ in range(5):  # warm-up
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e6
+    return median_seconds(fn, repeats, warmups=5) * 1e6
 
 
 def trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float, float]]:

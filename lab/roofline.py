@@ -44,8 +44,9 @@ class Rates:
     dram_bandwidth: float  # bytes/s: a sum over an array far larger than any cache
 
 
-def median_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up
+def median_seconds(fn, repeats: int, warmups: int = 1) -> float:
+    for _ in range(warmups):  # the first calls of a process, or on cold data, are slower
+        fn()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -234,7 +235,9 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=30, help="passes per timing")
     parser.add_argument("--figure", default="docs/figures/roofline.png", help="'' for none")
     args = parser.parse_args(argv)
-    target, _ = load_bundled_pair()
+    if args.threads < 1 or args.repeats < 1:
+        parser.error(f"--threads and --repeats must be >= 1, got {args.threads}, {args.repeats}")
+    target, draft = load_bundled_pair()
     context = np.frombuffer(b"    def area(self):\n        return self.w * self.h\n" * 8, np.uint8)
     context = context.astype(np.int64)[:400]
     S = len(context)
@@ -247,7 +250,9 @@ def main(argv=None) -> None:
             name: {T: pass_breakdown(model, context, T, args.repeats) for T in (1, 8)}
             for name, model in models.items()
         }
+        draft_step = time_append(fast(draft), context, 1, 10 * args.repeats)
     floors = {T: floor_seconds(target, T, S + T, rates) for T in Ts}
+    draft_floor = floor_seconds(draft, 1, S + 1, rates)
     print(
         f"BLAS threads: {args.threads}; bandwidth (one-row products over the target's weights) "
         f"{rates.bandwidth / 1e9:.1f} GB/s, a 256 MiB sum {rates.dram_bandwidth / 1e9:.1f} GB/s; "
@@ -262,6 +267,12 @@ def main(argv=None) -> None:
     for name, measured in breakdowns.items():
         print(f"\n{name}, S = {S} cached positions:\n")
         print(breakdown_table(target, S, rates, measured))
+    # the draft's one-row step against its own floor: c measured, and c if both ran at theirs
+    print(
+        f"\ndraft one-row step (fast path): {draft_step * 1e6:.0f} us, floor "
+        f"{draft_floor * 1e6:.0f} us; c = {draft_step / curves['fast path'][1]:.3f} measured, "
+        f"{draft_floor / floors[1]:.3f} at both floors"
+    )
     if args.figure:
         plot(curves, floors, Path(args.figure), mark_v=1.4)  # issue 14's target
         print(f"\nwritten: {args.figure}")

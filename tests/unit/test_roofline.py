@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from lab import roofline
 from lab.fast_cpu import fast
@@ -55,3 +56,11 @@ def test_the_figure_is_drawn(tmp_path):
     curves = {"plain": {1: 3e-3, 2: 8e-3}, "fast path": {1: 2.5e-3, 2: 2.7e-3}}
     roofline.plot(curves, {1: 1.8e-3, 2: 1.8e-3}, tmp_path / "roofline.png")
     assert (tmp_path / "roofline.png").stat().st_size > 1000
+
+
+def test_bad_options_are_refused_before_anything_is_measured(capsys):
+    for argv in (["--threads", "0"], ["--repeats", "-1"]):
+        with pytest.raises(SystemExit) as stop:
+            roofline.main(argv)
+        assert stop.value.code == 2
+        assert "must be >= 1" in capsys.readouterr().err
