@@ -16,8 +16,8 @@ k + 1 <= 16 rows costs what one row costs, v(k+1) = 1.
 
 `pass_breakdown` times each product inside real passes of the bundled target (the plain
 model and the CPU fast path), and `v_curves` the whole passes for T = 1..16; the figure
-puts both models' v(T) next to the floor's. docs/benchmarks.md ("The CPU limit") shows
-and reads the figures of one run.
+(`lab.figures.plot_roofline`) puts both models' v(T) next to the floor's.
+docs/benchmarks.md ("The CPU limit") shows and reads the figures of one run.
 """
 
 from __future__ import annotations
@@ -184,49 +184,12 @@ def breakdown_table(model: GPT, S: int, rates: Rates, measured: dict[int, dict[s
     return "\n".join(lines)
 
 
-def plot(
-    curves: dict[str, dict[int, float]],
-    floors: dict[int, float],
-    path: Path,
-    mark_v: float | None = None,
-) -> Path:
-    # seconds per pass by T for each model, and the floor's -> two panels: ms and v(T);
-    # `mark_v` draws a horizontal line on the v(T) panel (a target)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    Ts = sorted(floors)
-    styles = {"plain": ("tab:gray", "o"), "fast path": ("tab:blue", "s")}
-    for name, per_T in curves.items():
-        color, marker = styles.get(name, ("tab:green", "^"))
-        ms = [per_T[T] * 1e3 for T in Ts]
-        left.plot(Ts, ms, marker=marker, color=color, label=name)
-        right.plot(Ts, [m / ms[0] for m in ms], marker=marker, color=color, label=name)
-    floor_ms = [floors[T] * 1e3 for T in Ts]
-    left.plot(Ts, floor_ms, "k--", label="floor: max(bytes/BW, FLOPs/peak)")
-    right.plot(Ts, [f / floor_ms[0] for f in floor_ms], "k--", label="floor")
-    left.set(xlabel="new positions T", ylabel="ms per pass", title="Target pass over T rows")
-    right.set(xlabel="new positions T", ylabel="v(T) = time(T) / time(1)", title="v(T)")
-    if mark_v is not None:
-        right.axhline(mark_v, color="tab:red", lw=0.8, ls=":", label=f"target v(8) <= {mark_v}")
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        ax.set_ylim(bottom=0)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
-
-
 def main(argv=None) -> None:
     from threadpoolctl import threadpool_limits
 
     from lab.bundled import load_bundled_pair
     from lab.fast_cpu import fast
+    from lab.figures import plot_roofline
 
     parser = argparse.ArgumentParser(
         prog="python -m lab.roofline", description=__doc__.split("\n")[0]
@@ -274,7 +237,7 @@ def main(argv=None) -> None:
         f"{draft_floor / floors[1]:.3f} at both floors"
     )
     if args.figure:
-        plot(curves, floors, Path(args.figure), mark_v=1.4)  # issue 14's target
+        plot_roofline(curves, floors, Path(args.figure), mark_v=1.4)  # issue 14's target
         print(f"\nwritten: {args.figure}")
 
 

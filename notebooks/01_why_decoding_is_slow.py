@@ -44,9 +44,8 @@ from IPython.display import Image, display
 from lab.bundled import bundled_pair_available, load_bundled_pair
 from lab.costs import measure_costs
 from lab.fast_cpu import FEW_ROWS, fast, linear_few_rows
-from lab.figures import plot_forward_costs, plot_matmul_times
+from lab.figures import plot_forward_costs, plot_matmul_times, plot_roofline
 from lab.roofline import floor_seconds, machine_rates, pass_products
-from lab.roofline import plot as plot_roofline
 from lab.standins import random_pair
 from reference.tokenizer import encode
 

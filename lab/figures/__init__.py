@@ -5,7 +5,8 @@ returns its path. Kept apart from the core so that `reference` itself needs only
 
     style.py      shared named styles: colours of temperatures, fates and cache slots,
                   token labels, boxes, legends, `save`
-    mechanics.py  mechanics and costs: matmul times, forward costs, causal mask, speedup theory
+    mechanics.py  mechanics and costs: matmul times, forward costs, the roofline, causal mask,
+                  speedup theory
     rounds.py     rounds and pipeline: draft rows, verification, pipeline, token fates
     cache.py      the KV caches through rounds
     laws.py       laws and the oracle: acceptance example, law comparison, oracle power
@@ -36,6 +37,7 @@ from lab.figures.mechanics import (  # noqa: E402
     plot_causal_mask,
     plot_forward_costs,
     plot_matmul_times,
+    plot_roofline,
     plot_speedup_theory,
 )
 from lab.figures.rounds import (  # noqa: E402
@@ -60,6 +62,7 @@ __all__ = [
     "plot_oracle_power",
     "plot_per_position_acceptance",
     "plot_pipeline",
+    "plot_roofline",
     "plot_speedup_theory",
     "plot_speedup_vs_k",
     "plot_token_fates",

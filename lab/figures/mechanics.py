@@ -1,6 +1,6 @@
 """Mechanics and costs: why one pass over k rows costs about one row (matmul times, forward
-costs), which slots a new position attends to (the causal mask), and what speedup Leviathan's
-formula predicts from measured costs."""
+costs), how far a pass is from its floor (the roofline), which slots a new position attends
+to (the causal mask), and what speedup Leviathan's formula predicts from measured costs."""
 
 from __future__ import annotations
 
@@ -71,6 +71,38 @@ def plot_forward_costs(profile, path) -> Path:
     for ax in (ax1, ax2):
         ax.set_xticks(Ts)
         ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def plot_roofline(
+    curves: dict[str, dict[int, float]],
+    floors: dict[int, float],
+    path,
+    mark_v: float | None = None,
+) -> Path:
+    """Seconds per pass over T new rows, one curve per model ({name: {T: s}}), against the
+    floor of lab.roofline ({T: s}): left the times in ms, right v(T) = time(T) / time(1).
+    `mark_v` draws a target on the v(T) panel."""
+    Ts = sorted(floors)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    styles = {"plain": ("tab:gray", "o"), "fast path": ("tab:blue", "s")}
+    for name, per_T in curves.items():
+        color, marker = styles.get(name, ("tab:green", "^"))
+        ms = np.array([per_T[T] for T in Ts]) * 1e3
+        left.plot(Ts, ms, marker=marker, color=color, label=name)
+        right.plot(Ts, ms / ms[0], marker=marker, color=color, label=name)
+    floor_ms = np.array([floors[T] for T in Ts]) * 1e3
+    left.plot(Ts, floor_ms, "k--", label="floor: max(bytes / bandwidth, FLOPs / FLOP rate)")
+    right.plot(Ts, floor_ms / floor_ms[0], "k--", label="floor")
+    if mark_v is not None:
+        right.axhline(mark_v, color="tab:red", lw=0.8, ls=":", label=f"target v(8) <= {mark_v}")
+    left.set(xlabel="new positions T", ylabel="ms per pass", title="Target pass over T rows")
+    right.set(xlabel="new positions T", ylabel="v(T) = time(T) / time(1)", title="v(T)")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_ylim(bottom=0)
     fig.tight_layout()
     return save(fig, path)
 

@@ -168,6 +168,15 @@ def test_cost_figures(costs, tmp_path, drawn):
         assert drew_line(flat, E / (0.1 * ks + 1))
         assert drew_line(measured, E / (0.1 * ks + (4 + ks) / 4))
 
+    curves = {"plain": {1: 3e-3, 2: 8e-3, 4: 12e-3}, "fast path": {1: 2.5e-3, 2: 2.7e-3, 4: 3e-3}}
+    floors = {1: 2e-3, 2: 2e-3, 4: 2.2e-3}
+    check_png(figures.plot_roofline(curves, floors, tmp_path / "roofline.png", mark_v=1.4))
+    ms_panel, v_panel = drawn[-1].axes
+    for per_T in (*curves.values(), floors):
+        ms = np.array([per_T[T] for T in (1, 2, 4)]) * 1e3
+        assert drew_line(ms_panel, ms) and drew_line(v_panel, ms / ms[0])
+    assert drew_line(v_panel, [1.4, 1.4])
+
     times = {32: {1: 1e-6, 4: 2e-6}, 64: {1: 3e-6, 4: 8e-6}}  # seconds per product
     blocked = {64: {2: 4e-6, 4: 5e-6}}
     check_png(figures.plot_matmul_times(times, tmp_path / "matmul.png", blocked=blocked))

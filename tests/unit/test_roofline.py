@@ -52,12 +52,6 @@ def test_pass_breakdown_adds_up_and_leaves_the_model_as_it_was():
         assert not {"linear", "attend", "logits"} & set(vars(model))  # the timers are gone
 
 
-def test_the_figure_is_drawn(tmp_path):
-    curves = {"plain": {1: 3e-3, 2: 8e-3}, "fast path": {1: 2.5e-3, 2: 2.7e-3}}
-    roofline.plot(curves, {1: 1.8e-3, 2: 1.8e-3}, tmp_path / "roofline.png")
-    assert (tmp_path / "roofline.png").stat().st_size > 1000
-
-
 def test_bad_options_are_refused_before_anything_is_measured(capsys):
     for argv in (["--threads", "0"], ["--repeats", "-1"]):
         with pytest.raises(SystemExit) as stop:
