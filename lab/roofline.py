@@ -89,6 +89,8 @@ class Product:
 
 def pass_products(model: GPT, T: int, S: int) -> list[Product]:
     """The products of one pass over T new positions, attending over S keys in all."""
+    if not (isinstance(T, int) and isinstance(S, int) and 1 <= T <= S):
+        raise ValueError(f"a pass needs 1 <= T <= S new positions and keys, got T={T}, S={S}")
     cfg = model.config
     C, L, V = cfg.n_embd, cfg.n_layer, cfg.n_vocab
     shapes = {"attn.c_attn": (C, 3 * C), "attn.c_proj": (C, C), "mlp.c_fc": (C, 4 * C)}

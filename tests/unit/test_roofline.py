@@ -32,6 +32,12 @@ def test_a_pass_reads_every_linear_weight_once_and_does_two_flops_per_weight_and
         assert products["logits"].flops == 2 * T * CFG.n_vocab * CFG.n_embd
 
 
+@pytest.mark.parametrize("T, S", [(0, 5), (6, 5), (2.0, 5)])
+def test_a_pass_with_no_rows_or_more_rows_than_keys_is_refused(T, S):
+    with pytest.raises(ValueError, match="1 <= T <= S"):
+        roofline.pass_products(tiny(), T, S)
+
+
 def test_the_floor_is_the_bytes_term_for_few_rows_and_the_flops_term_for_many():
     model = tiny()
     rates = roofline.Rates(bandwidth=1e9, flops=1e10, dram_bandwidth=1e9)
