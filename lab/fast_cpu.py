@@ -1,9 +1,10 @@
 """The opt-in CPU fast path: the same GPT, computed in ways OpenBLAS runs faster.
 
 `FastGPT` is a `reference.model.GPT` whose block computations `linear`, `attend` and
-`activation` are replaced by versions that give the same numbers to float32 rounding but
-suit OpenBLAS and NumPy's call overhead on a CPU. The plain model stays the one to read;
-docs/fast-path.md says why each trick exists and what it measured, and
+`activation`, and its output layer `logits`, are replaced by versions that give the same
+numbers to float32 rounding but suit OpenBLAS and NumPy's call overhead on a CPU. The plain
+model stays the one to read; docs/fast-path.md says why each trick exists and what it
+measured, docs/benchmarks.md ("The CPU limit") how far a pass still is from its floor, and
 tests/unit/test_fast_cpu.py holds it to the plain model's logits.
 
 It can never go stale: it keeps no copy of any weight. Each linear weight is stored once,
@@ -29,7 +30,7 @@ FEW_ROWS = 16
 
 def slice_rows(C_out: int) -> int:
     # output features per small product: 32 (the AVX-512 kernels' width; 16, 64 and 128
-    # measured slower for 4-9 rows, docs/fast-path.md), or the whole matrix as one product
+    # measured no faster for 4-9 rows, docs/fast-path.md), or the whole matrix as one product
     # when C_out is no multiple of 32
     return 32 if C_out % 32 == 0 else C_out
 
