@@ -24,11 +24,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from lab.grading.submission import module_from_file, module_from_name
 
 PLUGIN_OPTIONS = {
     "verify": "reference.verification:verify",
@@ -96,47 +97,18 @@ def load_callable(spec: str, option: str = "--verify") -> Callable:
 
 
 def _module_from_file(path: Path, spec: str, option: str):
-    path = path.expanduser().resolve()
-    if not path.is_file():
-        raise pytest.UsageError(f"{option}={spec!r}: no such file {path}")
-    module_name = f"_specdec_plugin_{path.stem}_{abs(hash(str(path)))}"
-    loader_spec = importlib.util.spec_from_file_location(module_name, path)
-    if loader_spec is None or loader_spec.loader is None:
-        raise pytest.UsageError(f"{option}={spec!r}: cannot load {path} as a Python module")
-    module = importlib.util.module_from_spec(loader_spec)
-    sys.modules[module_name] = module
+    # the grader's loader (`specdec grade` takes the same specs), its errors as usage errors
     try:
-        loader_spec.loader.exec_module(module)
-    except Exception as error:
-        del sys.modules[module_name]
-        raise pytest.UsageError(
-            f"{option}={spec!r}: importing {path} raised {type(error).__name__}: {error}"
-        ) from error
-    return module
+        return module_from_file(path, spec)
+    except ValueError as error:
+        raise pytest.UsageError(f"{option}={error}") from error
 
 
 def _module_from_name(name: str, spec: str, option: str):
-    cwd = str(Path.cwd())
-    added = False
     try:
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            # `pytest` (unlike `python -m pytest`) leaves the current directory off sys.path
-            if error.name != name.split(".")[0] or cwd in sys.path:
-                raise
-        sys.path.insert(0, cwd)
-        added = True
-        return importlib.import_module(name)
-    except Exception as error:
-        raise pytest.UsageError(
-            f"{option}={spec!r}: cannot import module {name!r} ({type(error).__name__}: "
-            f"{error}); give a module on sys.path or in the current directory, or a "
-            f"path/to/file.py"
-        ) from error
-    finally:
-        if added:
-            sys.path.remove(cwd)
+        return module_from_name(name, spec)
+    except ValueError as error:
+        raise pytest.UsageError(f"{option}={error}") from error
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -34,6 +34,8 @@ import numpy as np
 from scipy import optimize, stats
 
 from lab import standins
+from lab.grading.laws import drafts_with_weight as draft_paths  # shared with the grader
+from lab.grading.laws import marginal
 from reference.drafters import Draft, ModelDrafter
 from reference.lookup import HybridDrafter, LookupDrafter
 from reference.model import GPT
@@ -201,14 +203,6 @@ def detectable_effect(n: int, df: int, alpha: float, power: float = 0.9) -> floa
     critical = stats.chi2.isf(alpha, df)
     lam = optimize.brentq(lambda nc: stats.ncx2.sf(critical, df, nc) - power, 1e-6, 1e6)
     return math.sqrt(lam / n)
-
-
-def marginal(law: Law, key: Callable[[Outcome], Outcome]) -> Law:
-    out: dict = {}
-    for o, w in law.items():
-        k = key(o)
-        out[k] = out.get(k, 0.0) + w
-    return out
 
 
 def max_abs_difference(a: Law, b: Law) -> float:
@@ -407,17 +401,6 @@ def draft_outcomes(q_rows, context: Context, k: int) -> Iterator[tuple[Context, 
         return
     for drafts, w in draft_paths(q_rows, context, k):
         yield drafts, round_rows(q_rows, q_rows, context, drafts)[1], w
-
-
-def draft_paths(q_rows: Rows, context: Context, k: int) -> Iterator[tuple[Context, float]]:
-    """Every draft x_1..x_k with its probability prod_i q_i(x_i | context, x_<i)."""
-    if k == 0:
-        yield (), 1.0
-        return
-    for head, w in draft_paths(q_rows, context, k - 1):
-        row = q_rows(context + head)
-        for x in np.flatnonzero(row > 0):
-            yield head + (int(x),), w * float(row[x])
 
 
 def round_rows(
