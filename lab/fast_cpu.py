@@ -16,6 +16,7 @@ by the next call (then without the layout, so slower, but right).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -83,10 +84,14 @@ def attention_keys_first(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndar
     return scores @ v
 
 
+@functools.cache
 def future_keys(T: int) -> np.ndarray:  # -> [T, T - 1] bool, True = must not attend
     # among the last T - 1 keys (the new rows 1..T-1), new row i may not see rows after it:
-    # key j of that slice is new row j + 1, hidden from row i when j + 1 > i
-    return ~causal_mask(T, T)[:, 1:]
+    # key j of that slice is new row j + 1, hidden from row i when j + 1 > i. Built once per
+    # T (every layer of every pass asks for it), read-only since it is shared.
+    mask = ~causal_mask(T, T)[:, 1:]
+    mask.flags.writeable = False
+    return mask
 
 
 def is_linear_weight(name: str, w: np.ndarray) -> bool:
