@@ -161,28 +161,27 @@ def v_curves(models: dict[str, GPT], context: np.ndarray, Ts, repeats: int, roun
 
 
 def breakdown_table(model: GPT, S: int, rates: Rates, measured: dict[int, dict[str, float]]) -> str:
+    # measured: T -> pass_breakdown after S cached positions -> markdown, each product's
+    # measured time against its floor ("other" has none), bytes read at the first T
     Ts = sorted(measured)
-    head = "| product (6 layers) | bytes | " + " | ".join(
-        f"T={T}: measured / floor (µs)" for T in Ts
-    )
-    lines = [head + " |", "|---|---|" + "---|" * len(Ts)]
-    names = [p.name for p in pass_products(model, 1, S)] + ["other", "total"]
-    for name in names:
-        cells = []
-        for T in Ts:
-            products = {p.name: p for p in pass_products(model, T, S + T)}
-            if name in products:
-                floor = products[name].floor(rates)
-            elif name == "total":
-                floor = floor_seconds(model, T, S + T, rates)
-            else:
-                floor = None
-            got = measured[T][name] * 1e6
-            cells.append(
-                f"{got:.0f} / {floor * 1e6:.0f}" if floor is not None else f"{got:.0f} / -"
-            )
-        size = products.get(name).bytes / 1e6 if name in products else None
-        lines.append(f"| {name} | {f'{size:.2f} MB' if size else ''} | " + " | ".join(cells) + " |")
+    floors = {T: {p.name: p.floor(rates) for p in pass_products(model, T, S + T)} for T in Ts}
+    for per_product in floors.values():
+        per_product["total"] = sum(per_product.values())
+    sizes = {p.name: p.bytes for p in pass_products(model, Ts[0], S + Ts[0])}
+    lines = [
+        f"| product ({model.config.n_layer} layers) | bytes (T = {Ts[0]}) | "
+        + " | ".join(f"T={T}: measured / floor (µs)" for T in Ts)
+        + " |",
+        "|---|---|" + "---|" * len(Ts),
+    ]
+    for name in [*sizes, "other", "total"]:
+        cells = [
+            f"{measured[T][name] * 1e6:.0f} / "
+            + (f"{floors[T][name] * 1e6:.0f}" if name in floors[T] else "-")
+            for T in Ts
+        ]
+        size = f"{sizes[name] / 1e6:.2f} MB" if name in sizes else ""
+        lines.append(f"| {name} | {size} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

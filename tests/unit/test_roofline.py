@@ -58,6 +58,19 @@ def test_pass_breakdown_adds_up_and_leaves_the_model_as_it_was():
         assert not {"linear", "attend", "logits"} & set(vars(model))  # the timers are gone
 
 
+def test_the_breakdown_table_sets_each_measured_product_against_its_floor():
+    model = tiny()
+    rates = roofline.Rates(bandwidth=1e9, flops=1e10, dram_bandwidth=1e9)
+    names = [*roofline.LINEARS, "attention", "logits", "other", "total"]
+    measured = {T: dict.fromkeys(names, T * 1e-3) for T in (1, 4)}
+    rows = roofline.breakdown_table(model, 20, rates, measured).splitlines()
+    assert rows[0].startswith("| product (2 layers) | bytes (T = 1) | T=1:")
+    assert [r.split(" | ")[0][2:] for r in rows[2:]] == names
+    floor_4 = roofline.floor_seconds(model, 4, 24, rates)
+    assert rows[-1].endswith(f"| 4000 / {floor_4 * 1e6:.0f} |")  # total at T = 4
+    assert "| other |  | 1000 / - | 4000 / - |" in rows
+
+
 def test_bad_options_are_refused_before_anything_is_measured(capsys):
     for argv in (["--threads", "0"], ["--repeats", "-1"]):
         with pytest.raises(SystemExit) as stop:
