@@ -107,6 +107,10 @@ class BenchReport:
     min_confidence: float | None = None  # the drafter's early-stop threshold (None: off)
     drafter: str = "model"  # lab/drafting.py: model, lookup or hybrid
     transformers_rows: list[dict] = field(default_factory=list)
+    # the CLI's run also measures the plain model's costs (is the fast path faster here?)
+    # and keeps the fast path's measured choices (lab/fast_cpu_plan.py TrickPlan per model)
+    plain_costs: CostProfile | None = None
+    plans: dict = field(default_factory=dict)
 
     def best(self, temperature: float) -> BenchPoint:
         return max(
@@ -154,17 +158,29 @@ def run_bench(
     drafter_name: str = "model",
     ks_by_drafter: dict[str, list[int]] | None = None,
     drafter_options: dict | None = None,
+    on_point=None,
+    shared_baseline: bool = False,
 ) -> BenchReport:
-    """For each temperature and repeat: every prompt autoregressively, then speculatively
-    at every k, back to back. Speedup per repeat = AR time per token / spec time per token,
-    over the decode phase (after the prompt's prefill, which is the same work in both) and
-    end to end. With `min_confidence`, k is the most a round drafts (ModelDrafter).
+    """Autoregressive vs speculative decoding of every prompt, for every temperature and
+    (drafter, k) cell. Speedup per repeat = AR time per token / spec time per token, over
+    the decode phase (after the prompt's prefill, which is the same work in both) and end
+    to end. With `min_confidence`, k is the most a round drafts (ModelDrafter).
     `drafter_name` picks the drafter (lab/drafting.py); `ks_by_drafter` instead runs
-    several, each at its own ks, against the same autoregressive runs (the method table);
-    `drafter_options` go to make_drafter (e.g. self_draft_dir, exit_layer)."""
+    several, each at its own ks; `drafter_options` go to make_drafter (e.g. self_draft_dir).
+
+    Two orders, both pairing each speculative run with autoregressive runs of the same
+    prompt timed close to it, so slow drifts of the machine cancel in the ratio:
+    - by cell (default): each (temperature, drafter, k) cell runs, per repeat and prompt,
+      the autoregressive decode and then the speculative one, back to back; the cell is
+      finished before the next starts, and `on_point(point)` is called with it (the CLI
+      writes its report there, so an interrupt keeps every finished cell). The
+      autoregressive runs are repeated for every cell.
+    - `shared_baseline` (the method table): per temperature, repeat and prompt, one
+      autoregressive decode, then every cell's speculative one; every cell is measured
+      against the same autoregressive runs, and cells finish together, at the end of
+      their temperature (`on_point` is called then)."""
     import reference
 
-    points = []
     ks_by_drafter = ks_by_drafter or {drafter_name: ks}
     drafters = {
         name: make_drafter(
@@ -172,51 +188,75 @@ def run_bench(
         )
         for name in ks_by_drafter
     }
-    runs = [(name, k) for name, name_ks in ks_by_drafter.items() for k in name_ks]
+    cells = [(name, k) for name, name_ks in ks_by_drafter.items() for k in name_ks]
     loops = {name: generate_function(reference, d) for name, d in drafters.items()}
+
+    def ar_run(prompt, sampling, seed_r, ar: Tally, ar_clock: StageClock) -> None:
+        clock = StageClock()  # end to end = its total, decode = its decode stages
+        out = generate(
+            target,
+            prompt,
+            max_new_tokens=max_new_tokens,
+            rng=np.random.default_rng(seed_r),
+            sampling=sampling,
+            clock=clock,
+        )
+        ar.add(clock.total(), clock.total(*AR_DECODE), len(out))
+        ar_clock.merge(clock)
+
+    def spec_run(cell, prompt, sampling, seed_r, spec: Tally, spec_clock, stats) -> None:
+        clock = StageClock()
+        res = loops[cell[0]](
+            target,
+            drafters[cell[0]],
+            prompt,
+            k=cell[1],
+            max_new_tokens=max_new_tokens,
+            rng=np.random.default_rng(seed_r),
+            sampling=sampling,
+            clock=clock,
+        )
+        spec.add(clock.total(), clock.total(*SPEC_DECODE), len(res.tokens))
+        spec_clock.merge(clock)
+        stats.append(res.stats)
+        if progress is not None:
+            progress.update(1)
+
+    points = []
     for temperature in temperatures:
         sampling = SamplingParams(temperature=temperature)
-        ar = [Tally() for _ in range(repeats)]
-        spec = {run: [Tally() for _ in range(repeats)] for run in runs}
-        ar_clock, spec_clocks = StageClock(), {run: StageClock() for run in runs}
-        stats = {run: [] for run in runs}
-        for r in range(repeats):
-            for j, prompt in enumerate(prompts):
-                seed_r = (seed, r, j)
-                clock = StageClock()  # end to end = its total, decode = its decode stages
-                out = generate(
-                    target,
-                    prompt,
-                    max_new_tokens=max_new_tokens,
-                    rng=np.random.default_rng(seed_r),
-                    sampling=sampling,
-                    clock=clock,
-                )
-                ar[r].add(clock.total(), clock.total(*AR_DECODE), len(out))
-                ar_clock.merge(clock)
-                for run in runs:
-                    clock = StageClock()
-                    res = loops[run[0]](
-                        target,
-                        drafters[run[0]],
-                        prompt,
-                        k=run[1],
-                        max_new_tokens=max_new_tokens,
-                        rng=np.random.default_rng(seed_r),
-                        sampling=sampling,
-                        clock=clock,
-                    )
-                    spec[run][r].add(clock.total(), clock.total(*SPEC_DECODE), len(res.tokens))
-                    spec_clocks[run].merge(clock)
-                    stats[run].append(res.stats)
-                    if progress is not None:
-                        progress.update(1)
-        for run in runs:
-            point = bench_point(
-                temperature, run[1], ar, spec[run], stats[run], ar_clock, spec_clocks[run], costs
-            )
-            point.drafter = run[0]
-            points.append(point)
+        measured = []  # (cell, ar tallies, spec tallies, stats, ar clock, spec clock)
+        if shared_baseline:
+            ar = [Tally() for _ in range(repeats)]
+            ar_clock = StageClock()
+            spec = {cell: [Tally() for _ in range(repeats)] for cell in cells}
+            clocks = {cell: StageClock() for cell in cells}
+            stats = {cell: [] for cell in cells}
+            for r in range(repeats):
+                for j, prompt in enumerate(prompts):
+                    ar_run(prompt, sampling, (seed, r, j), ar[r], ar_clock)
+                    for cell in cells:
+                        spec_run(
+                            cell,
+                            prompt,
+                            sampling,
+                            (seed, r, j),
+                            spec[cell][r],
+                            clocks[cell],
+                            stats[cell],
+                        )
+            measured = [(c, ar, spec[c], stats[c], ar_clock, clocks[c]) for c in cells]
+        for cell in [] if shared_baseline else cells:
+            ar, ar_clock = [Tally() for _ in range(repeats)], StageClock()
+            spec, clock, stats = [Tally() for _ in range(repeats)], StageClock(), []
+            for r in range(repeats):
+                for j, prompt in enumerate(prompts):
+                    ar_run(prompt, sampling, (seed, r, j), ar[r], ar_clock)
+                    spec_run(cell, prompt, sampling, (seed, r, j), spec[r], clock, stats)
+            measured = [(cell, ar, spec, stats, ar_clock, clock)]
+            points.append(finished_point(temperature, *measured[0], costs, on_point))
+        if shared_baseline:
+            points += [finished_point(temperature, *m, costs, on_point) for m in measured]
     return BenchReport(
         points,
         costs,
@@ -226,6 +266,15 @@ def run_bench(
         min_confidence,
         ",".join(ks_by_drafter),
     )
+
+
+def finished_point(temperature, cell, ar, spec, stats, ar_clock, spec_clock, costs, on_point):
+    # one cell's BenchPoint, handed to on_point (if any) as soon as it is finished
+    point = bench_point(temperature, cell[1], ar, spec, stats, ar_clock, spec_clock, costs)
+    point.drafter = cell[0]
+    if on_point is not None:
+        on_point(point)
+    return point
 
 
 def bench_point(
@@ -342,6 +391,87 @@ def run_transformers_rows(
     }
 
 
+def fast_path_lines(report: BenchReport) -> list[str]:
+    # the fast path against the plain model on this machine, and the tricks it kept
+    from lab.fast_cpu_plan import describe_plan
+
+    fast, plain = report.costs, report.plain_costs
+    if plain is None:
+        return []
+    T = max(fast.target_append)
+    pass_ratio = plain.target_append[T] / fast.target_append[T]
+    step_ratio = plain.target_step / fast.target_step
+    draft_ratio = plain.draft_step / fast.draft_step
+    slower = [name for name, r in (("step", step_ratio), ("pass", pass_ratio)) if r < 1]
+    lines = [
+        f"- the same profile of the plain model (`--plain`): target step "
+        f"{plain.target_step * 1e3:.2f} ms, draft step {plain.draft_step * 1e3:.3f} ms, "
+        f"v({T})={plain.verify_cost(T):.2f}; plain / fast: target step {step_ratio:.2f}x, "
+        f"{T}-row pass {pass_ratio:.2f}x, draft step {draft_ratio:.2f}x"
+        + (f" (the fast path was SLOWER here: {', '.join(slower)})" if slower else ""),
+    ]
+    for name, plan in report.plans.items():
+        lines += ["", f"Fast path, {name} model: " + describe_plan(plan).rstrip()]
+    return lines
+
+
+def json_report(report: BenchReport, machine: dict, command: str, status: str) -> dict:
+    """Everything bench.md says, as data: the machine, the costs, every point."""
+    from lab.fast_cpu_plan import row_ranges
+
+    def profile(c: CostProfile | None) -> dict | None:
+        if c is None:
+            return None
+        return {
+            "target_step_s": c.target_step,
+            "draft_step_s": c.draft_step,
+            "c": c.c,
+            "v": {str(T): c.verify_cost(T) for T in sorted(c.target_append)},
+        }
+
+    def kept(plan) -> dict:
+        rows: dict[str, list[int]] = {}
+        for t in plan.timings:
+            key = f"{t.trick} {'x'.join(map(str, t.shape))}"
+            rows.setdefault(key, [])
+            if t.kept:
+                rows[key].append(t.rows)
+        return {key: row_ranges(r) for key, r in rows.items()}
+
+    points = [
+        {
+            "drafter": p.drafter,
+            "temperature": p.temperature,
+            "k": p.k,
+            "alpha": p.alpha,
+            "tokens_per_round": p.tokens_per_round,
+            "ar_tps": p.ar_tps,
+            "spec_tps": p.spec_tps,
+            "speedup": p.speedup,
+            "speedups": p.speedups,
+            "speedup_end_to_end": p.speedup_end_to_end,
+            "c_loop": p.c_loop,
+            "v_loop": p.v_loop,
+            "predicted_loop": p.predicted_loop,
+        }
+        for p in report.points
+    ]
+    return {
+        "status": status,
+        "command": command,
+        "machine": machine,
+        "max_new_tokens": report.max_new_tokens,
+        "repeats": report.repeats,
+        "n_prompts": report.n_prompts,
+        "drafter": report.drafter,
+        "costs": profile(report.costs),
+        "plain_costs": profile(report.plain_costs),
+        "fast_path_kept_rows": {name: kept(plan) for name, plan in report.plans.items()},
+        "points": points,
+        "transformers_rows": report.transformers_rows,
+    }
+
+
 def markdown_report(report: BenchReport, machine: str, command: str) -> str:
     c = report.costs
     lines = [
@@ -364,6 +494,7 @@ def markdown_report(report: BenchReport, machine: str, command: str) -> str:
         f"draft step: {c.draft_step * 1e3:.3f} ms; c = {c.c:.3f}",
         "- verification cost v(T) = time(T new positions) / time(1): "
         + ", ".join(f"v({T})={c.verify_cost(T):.2f}" for T in sorted(c.target_append)),
+        *fast_path_lines(report),
         "",
         "Speed of the decode phase (after the prompt's prefill, which both methods do once, "
         "identically); the last column includes the prefill:",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from lab.bundled import bundled_pair_available
 from lab.drafting import DRAFTERS, SELF_DRAFTERS, generate_function, make_drafter
 from lab.fast_cpu import fast
 from lab.grading import add_grade_parser
+from lab.machine import describe_machine
 from lab.methods import parse_drafters
 from lab.report import (
     COLOUR_LEGEND,
@@ -137,7 +140,8 @@ def backend_core(args):
 
 
 def cmd_demo(args) -> int:
-    check_k(args.k, args.max_new_tokens)  # before a model is loaded or a cache allocated
+    # before a model is loaded or a cache allocated (no -k: chosen below, by measurement)
+    check_k(1 if args.k is None else args.k, args.max_new_tokens)
     check_drafter(args.drafter, args.backend)
     tree_widths(args)
     if args.show_rounds < 0:
@@ -161,12 +165,14 @@ def cmd_demo(args) -> int:
         tree_widths=tree_widths(args),
     )
     print(f"models: {source}")
+    print(f"machine: {describe_machine().line()}")
     print(f"tokenizer: {tokenizer.name}; EOS id {tokenizer.eos_id}")
     print(f"backend: {where}; drafter: {args.drafter}")
+    k, why_k = demo_k(args, target, draft, prompt, sampling)
     stop = "" if args.min_confidence is None else f" (stops below {args.min_confidence:g})"
-    print(
-        f"sampling: {sampling.describe()}, k={args.k}{stop}, max_new_tokens={args.max_new_tokens}"
-    )
+    print(f"sampling: {sampling.describe()}, k={k}{stop}, max_new_tokens={args.max_new_tokens}")
+    if why_k:
+        print(why_k)
     print(f"prompt ({len(prompt)} tokens): {text!r}\n")
 
     spec_clock, ar_clock = StageClock(), StageClock()
@@ -174,7 +180,7 @@ def cmd_demo(args) -> int:
         target,
         drafter,
         prompt,
-        k=args.k,
+        k=k,
         max_new_tokens=args.max_new_tokens,
         rng=np.random.default_rng(args.seed),
         sampling=sampling,
@@ -219,6 +225,28 @@ def cmd_demo(args) -> int:
     else:
         print(f"\nautoregressive sample for comparison:\n{text + tokenizer.decode(ar)}")
     return 0
+
+
+DEMO_K = 4  # k for drafters whose k is not chosen by measurement
+AUTO_K_MAX = 8  # the largest k the measured choice considers
+
+
+def demo_k(args, target, draft, prompt, sampling) -> tuple[int, str]:
+    # -> (k, a line saying where it came from, or "" when the user gave it). Without -k the
+    # draft-model drafter on the CPU gets the k this machine's costs predict best
+    # (lab/choose_k.py): a fixed k loses on CPUs whose kernels make long passes dear.
+    if args.k is not None:
+        return args.k, ""
+    if args.drafter != "model" or args.backend != "cpu":
+        return min(DEMO_K, args.max_new_tokens), (
+            f"k={min(DEMO_K, args.max_new_tokens)}: the fixed default (-k is chosen by "
+            "measurement for --drafter model on the cpu backend only)"
+        )
+    from lab.choose_k import choose_k
+
+    k_max = min(AUTO_K_MAX, args.max_new_tokens)
+    choice = choose_k(target, draft, prompt, sampling, k_max, np.random.default_rng((args.seed, 1)))
+    return choice.k, choice.explain()
 
 
 def check_k(k: int, max_new_tokens: int) -> None:
@@ -296,20 +324,8 @@ def parse_list(text: str, kind, option: str = "list"):
 
 
 def machine_description() -> str:
-    import os
-    import platform
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, NumPy {np.__version__}"
-    )
+    # the machine a report's numbers came from: CPU, BLAS, its kernel, threads (lab/machine.py)
+    return describe_machine().line()
 
 
 def bench_prompts(args, tokenizer) -> list[np.ndarray]:
@@ -355,59 +371,80 @@ def cmd_bench(args) -> int:
         return cmd_bench_gpu(args)
     from tqdm import tqdm
 
-    from lab.bench import run_bench
+    from lab.bench import BenchReport, run_bench
     from lab.costs import measure_costs
 
-    target, draft, tokenizer, source = load_pair(args)
+    plain_target, plain_draft, tokenizer, source = load_plain_pair(args)
     prompts = bench_prompts(args, tokenizer)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.plain:
+        target, draft, source = plain_target, plain_draft, source + ", plain model"
+    else:  # each trick kept only where it measured faster here (lab/fast_cpu_plan.py)
+        target, draft = fast(plain_target), fast(plain_draft)
+        source += ", CPU fast path (docs/fast-path.md)"
     print(f"models: {source}")
+    print(f"machine: {describe_machine().line()}")
     context = np.concatenate([prompts[0]] * 8)[: target.config.n_ctx // 2]
     costs = measure_costs(target, draft, context, max_T=max(ks) + 1)
+    plain_costs = None
+    if not args.plain:  # the same profile of the plain model: is the fast path faster here?
+        plain_costs = measure_costs(plain_target, plain_draft, context, max_T=max(ks) + 1)
     total = len(temperatures) * args.repeats * len(prompts) * len(ks)
-    report = None
+    report = BenchReport([], costs, args.max_new_tokens, args.repeats, len(prompts))
+    report.min_confidence, report.drafter = args.min_confidence, args.drafter
+    report.plain_costs = plain_costs
+    report.plans = {} if args.plain else {"target": target.plan, "draft": draft.plan}
+    n_cells = len(temperatures) * len(ks)
+
+    def cell_done(point) -> None:  # rewrite the report after every finished (T, k) cell
+        report.points.append(point)
+        done = len(report.points)
+        write_bench_report(out, report, f"partial: {done} of {n_cells} (T, k) cells measured")
+
     try:
         with tqdm(total=total, desc="bench", unit="run") as bar:
-            # one temperature at a time, each written as soon as it is measured: a late
-            # failure or Ctrl-C loses nothing already measured
-            for t in temperatures:
-                part = run_bench(
-                    target,
-                    draft,
-                    prompts,
-                    ks,
-                    [t],
-                    args.max_new_tokens,
-                    args.repeats,
-                    costs,
-                    seed=args.seed,
-                    progress=bar,
-                    min_confidence=args.min_confidence,
-                    drafter_name=args.drafter,
-                    drafter_options={
-                        "self_draft_dir": self_draft_dir(args),
-                        "tree_widths": tree_widths(args),
-                    },
-                )
-                if report is None:
-                    report = part
-                else:
-                    report.points += part.points
-                write_bench_report(out, report, f"partial: measured T={t:g} of {temperatures}")
+            run_bench(
+                target,
+                draft,
+                prompts,
+                ks,
+                temperatures,
+                args.max_new_tokens,
+                args.repeats,
+                costs,
+                seed=args.seed,
+                progress=bar,
+                min_confidence=args.min_confidence,
+                drafter_name=args.drafter,
+                drafter_options={
+                    "self_draft_dir": self_draft_dir(args),
+                    "tree_widths": tree_widths(args),
+                },
+                on_point=cell_done,
+            )
         if wants_transformers_row(args):
             transformers_rows(args, report, target, draft, prompts, temperatures, out)
     except BaseException as stop:  # Ctrl-C or a late failure: keep what was measured
-        if report is not None:
-            why = "interrupted" if isinstance(stop, KeyboardInterrupt) else f"stopped: {stop}"
-            write_bench_report(out, report, f"partial ({why}); every row shown was measured")
-            print(f"partial results kept in {out}/bench.md", file=sys.stderr)
+        why = "interrupted" if isinstance(stop, KeyboardInterrupt) else f"stopped: {stop}"
+        done = len(report.points)
+        write_bench_report(
+            out,
+            report,
+            f"partial ({why}); {done} of {n_cells} (T, k) cells measured, every row shown "
+            "was measured",
+        )
+        print(
+            f"partial results kept in {out}/bench.md and bench.json: {done} of {n_cells} "
+            "(T, k) cells",
+            file=sys.stderr,
+        )
         raise
     text = write_bench_report(out, report, "complete")
     write_bench_figures(out, report, temperatures[0])
     print(text)
     print(
-        f"written: {out}/bench.md, speedup_vs_k.png, measured_vs_predicted.png, "
+        f"written: {out}/bench.md, bench.json, speedup_vs_k.png, measured_vs_predicted.png, "
         "accepted_histogram.png"
     )
     return 0
@@ -562,13 +599,24 @@ def transformers_rows(args, report, target, draft, prompts, temperatures, out: P
 
 
 def write_bench_report(out: Path, report, status: str) -> str:
-    # bench.md, rewritten after each step of the run; its first line says how far it got
-    from lab.bench import markdown_report
+    # bench.md and bench.json, rewritten after each step of the run (each through a
+    # temporary file and a rename, so an interrupt never leaves half a file); bench.md's
+    # first line says how far it got
+    from lab.bench import json_report, markdown_report
 
     command = "specdec bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "specdec bench"
-    text = f"Status: {status}\n\n" + markdown_report(report, machine_description(), command.strip())
-    (out / "bench.md").write_text(text)
+    machine = describe_machine()
+    text = f"Status: {status}\n\n" + markdown_report(report, machine.line(), command.strip())
+    write_atomically(out / "bench.md", text)
+    data = json_report(report, machine.as_dict(), command.strip(), status)
+    write_atomically(out / "bench.json", json.dumps(data, indent=1) + "\n")
     return text
+
+
+def write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
 
 
 def write_bench_figures(out: Path, report, temperature: float) -> None:
@@ -679,7 +727,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="read the prompt from a UTF-8 file, as is ('-' for stdin); default: --prompt",
     )
     demo.add_argument(
-        "-k", type=int, default=4, help="draft length per round (at most --max-new-tokens)"
+        "-k",
+        type=int,
+        default=None,
+        help="draft length per round (at most --max-new-tokens); default: chosen on this "
+        "machine from its measured costs and the pair's acceptance (--drafter model), "
+        f"else {DEMO_K}",
     )
     demo.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     demo.add_argument(

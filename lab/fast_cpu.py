@@ -1,11 +1,19 @@
-"""The opt-in CPU fast path: the same GPT, computed in ways OpenBLAS runs faster.
+"""The opt-in CPU fast path: the same GPT, computed in ways OpenBLAS often runs faster.
 
 `FastGPT` is a `reference.model.GPT` whose block computations `linear`, `attend` and
-`activation`, and its output layer `logits`, are replaced by versions that give the same
+`activation`, and its output layer `logits`, can be replaced by versions that give the same
 numbers to float32 rounding but suit OpenBLAS and NumPy's call overhead on a CPU. The plain
 model stays the one to read; docs/fast-path.md says why each trick exists and what it
 measured, docs/benchmarks.md ("The CPU limit") how far a pass still is from its floor, and
 tests/unit/test_fast_cpu.py holds it to the plain model's logits.
+
+Which tricks pay depends on the machine: with OpenBLAS's SkylakeX kernels the blocked few-row
+product makes an 8-row pass several times cheaper; with its Haswell kernels (AVX2 laptops) the
+same product can be slower than `x @ W`. So `fast(model)` measures before it chooses: each
+trick is timed against the plain computation on the model's own shapes, for every row count
+it serves, and kept only where it measured faster (`TrickPlan`, cached for the process per
+shape, kernel and thread count). `fast(model, tricks="all")` forces every trick (the parity
+tests), `tricks="none"` none; `describe_plan` prints what was chosen and why.
 
 It can never go stale: it keeps no copy of any weight. Each linear weight is stored once,
 as a transposed contiguous array [C_out, C_in], and `params[name]` is a view of it with the
@@ -21,12 +29,13 @@ import math
 
 import numpy as np
 
+from lab.fast_cpu_plan import FEW_ROWS, TrickPlan, measure_plan
 from reference.config import GPTConfig
-from reference.model import GPT, causal_mask
+from reference.model import GPT, attention, causal_mask, gelu
 
-# From 2 up to this many rows a linear layer takes the sliced path (verification appends
-# k+1 <= 9 rows for the k this project sweeps; prefill and one-row decode keep x @ w).
-FEW_ROWS = 16
+# FEW_ROWS (16): from 2 up to this many rows a linear layer may take the sliced path
+# (verification appends k+1 <= 9 rows for the k this project sweeps; prefill and one-row
+# decode keep x @ w).
 
 
 def slice_rows(C_out: int) -> int:
@@ -98,37 +107,65 @@ def is_linear_weight(name: str, w: np.ndarray) -> bool:
     return name.startswith("h.") and w.ndim == 2
 
 
-class FastGPT(GPT):
-    """`GPT` with the CPU fast path; same parameters, same logits to float32 rounding."""
+def logits_few_rows(h: np.ndarray, wte: np.ndarray) -> np.ndarray:
+    # [T, C], wte [V, C] -> [T, V]: h @ wte^T computed as (wte @ h^T)^T, reading wte in its
+    # stored order (it is already laid out like a w_t), copied to C order
+    return np.ascontiguousarray((wte @ h.T).T)
 
-    def __init__(self, config: GPTConfig, params: dict[str, np.ndarray]) -> None:
+
+class FastGPT(GPT):
+    """`GPT` with the CPU fast path; same parameters, same logits to float32 rounding.
+
+    `plan` says which trick computes which call (lab/fast_cpu_plan.py); by default it is
+    measured on this machine when the model is built."""
+
+    def __init__(
+        self, config: GPTConfig, params: dict[str, np.ndarray], plan: TrickPlan | None = None
+    ) -> None:
         super().__init__(config, params)
         for name, w in self.params.items():
             if is_linear_weight(name, w):
                 # one copy, laid out [C_out, C_in]; params[name] is its transposed view
                 self.params[name] = np.ascontiguousarray(w.T).T
+        self.plan = measure_plan(self) if plan is None else plan
 
     def linear(self, x: np.ndarray, name: str) -> np.ndarray:
         w, b = self.params[name + ".weight"], self.params[name + ".bias"]
         T = x.shape[0]
-        if 1 < T <= FEW_ROWS:  # w.T: the stored [C_out, C_in] array
-            return linear_few_rows(x, w.T, b)
-        return x @ w + b  # one row, or a prefill: one product over the whole matrix
+        if 1 < T <= FEW_ROWS and self.plan.uses("linear", w.shape, T):
+            return linear_few_rows(x, w.T, b)  # w.T: the stored [C_out, C_in] array
+        return x @ w + b  # one row, a prefill, or where slices measured no faster
 
     def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return attention_keys_first(q, k, v)
+        if self.plan.uses("attention", q.shape[::2], q.shape[1]):  # (nh, hs), T
+            return attention_keys_first(q, k, v)
+        return attention(q, k, v)
 
     def activation(self, x: np.ndarray) -> np.ndarray:
-        return gelu_by_products(x)
+        if self.plan.uses("gelu", x.shape[-1:], x.shape[0] if x.ndim > 1 else 1):
+            return gelu_by_products(x)
+        return gelu(x)
 
     def logits(self, h: np.ndarray) -> np.ndarray:
         # [T, C] -> [T, V]: h @ wte^T; wte [V, C] is already laid out as a w_t
         wte = self.params["wte.weight"]
-        if 1 < h.shape[0] <= FEW_ROWS:
-            return np.ascontiguousarray((wte @ h.T).T)
+        T = h.shape[0]
+        if 1 < T <= FEW_ROWS and self.plan.uses("logits", wte.shape, T):
+            return logits_few_rows(h, wte)
         return h @ wte.T
 
 
-def fast(model: GPT) -> FastGPT:
-    """The fast-path twin of a plain model (its weights laid out anew, the model untouched)."""
-    return FastGPT(model.config, {name: w.copy() for name, w in model.params.items()})
+TRICK_CHOICES = ("measure", "all", "none")
+
+
+def fast(model: GPT, tricks: str = "measure") -> FastGPT:
+    """The fast-path twin of a plain model (its weights laid out anew, the model untouched).
+
+    tricks: "measure" (each trick kept where it timed faster here, lab/fast_cpu_plan.py),
+    "all" (every trick, whatever it costs: the parity tests) or "none" (the plain
+    computations, in the fast model's weight layout)."""
+    if tricks not in TRICK_CHOICES:
+        raise ValueError(f"tricks must be one of {TRICK_CHOICES}, got {tricks!r}")
+    forced = {"all": TrickPlan.all_tricks(), "none": TrickPlan.no_tricks()}.get(tricks)
+    params = {name: w.copy() for name, w in model.params.items()}
+    return FastGPT(model.config, params, forced)

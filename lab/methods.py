@@ -73,6 +73,7 @@ def run_methods(
             progress=progress,
             ks_by_drafter=plan,
             drafter_options=drafter_options,
+            shared_baseline=True,  # every drafter against the same autoregressive runs
         )
         for name, prompts in prompt_sets.items()
     }

@@ -125,3 +125,46 @@ def test_markdown_report_has_one_row_per_point_in_both_tables(report):
     rows = [line for line in text.splitlines() if line.startswith("| 0 |")]
     assert len(rows) == 2 * len(KS)
     assert "test machine" in text and "specdec bench --test" in text
+
+
+def test_each_cell_is_handed_over_as_soon_as_it_is_finished(target, draft):
+    """By cell (the CLI's order), on_point gets every (T, k) point in order, each one before
+    the next cell's first run: what an interrupt then keeps is every finished cell."""
+    seen, runs = [], []
+
+    class Progress:
+        def update(self, n):
+            runs.append(len(seen))  # how many cells were handed over when this run ended
+
+    report = run_bench(
+        target,
+        draft,
+        PROMPTS,
+        KS,
+        [0.0, 1.0],
+        6,
+        repeats=2,
+        costs=COSTS,
+        progress=Progress(),
+        on_point=seen.append,
+    )
+    assert seen == report.points and len(seen) == 4
+    per_cell = 2 * len(PROMPTS)  # repeats x prompts speculative runs per cell
+    assert runs == [n // per_cell for n in range(len(runs))], runs
+
+
+def test_a_shared_baseline_hands_over_cells_at_the_end_of_their_temperature(target, draft):
+    seen = []
+    report = run_bench(
+        target,
+        draft,
+        PROMPTS,
+        KS,
+        [0.0],
+        6,
+        repeats=1,
+        costs=COSTS,
+        on_point=seen.append,
+        shared_baseline=True,
+    )
+    assert seen == report.points and len({p.ar_tps for p in seen}) == 1

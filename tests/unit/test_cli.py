@@ -8,9 +8,10 @@ from lab.cli import main, parse_list
 
 
 def test_demo_prints_the_text_the_rounds_and_the_statistics(capsys):
-    assert main(["demo", "--random", "--max-new-tokens", "12", "--no-colour"]) == 0
+    assert main(["demo", "--random", "-k", "4", "--max-new-tokens", "12", "--no-colour"]) == 0
     out = capsys.readouterr().out
     for expected in (
+        "machine: ",
         "sampling: greedy, k=4",
         "round   1  context=",
         "target cache",
@@ -23,8 +24,26 @@ def test_demo_prints_the_text_the_rounds_and_the_statistics(capsys):
         assert expected in out, expected
 
 
+def test_demo_without_k_chooses_it_by_measurement_and_says_why(capsys):
+    """No -k: the k this machine's measured c, v and the pair's alpha predict best."""
+    assert main(["demo", "--random", "--max-new-tokens", "12", "--no-colour"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "chosen on this machine" in x)
+    k = int(line.split()[0].removeprefix("k="))
+    assert 1 <= k <= 8 and f"sampling: greedy, k={k}," in out
+    for words in ("measured alpha = ", "c = ", f"v({k + 1}) = ", "predicted speedup"):
+        assert words in line, (words, line)
+    assert "speculative output identical to autoregressive output: yes" in out
+
+
+def test_demo_k_is_fixed_for_drafters_it_is_not_measured_for(capsys):
+    assert main(["demo", "--drafter", "lookup", "--max-new-tokens", "12", "--no-colour"]) == 0
+    out = capsys.readouterr().out
+    assert "k=4: the fixed default" in out and "sampling: greedy, k=4," in out
+
+
 def test_demo_with_early_stopping_says_so_and_stays_exact(capsys):
-    args = ["demo", "--random", "--max-new-tokens", "12", "--min-confidence", "0.5"]
+    args = ["demo", "--random", "-k", "4", "--max-new-tokens", "12", "--min-confidence", "0.5"]
     assert main(args + ["--no-colour"]) == 0
     out = capsys.readouterr().out
     assert "k=4 (stops below 0.5)" in out

@@ -224,26 +224,68 @@ def test_bench_asks_for_torch_before_any_work_when_the_transformers_row_is_wante
     refused(capsys, argv, "needs torch", "--no-transformers")
 
 
-def test_bench_keeps_what_was_measured_when_interrupted(capsys, tmp_path, monkeypatch):
-    """Ctrl-C during the second temperature: the first one's rows are in bench.md."""
-    import lab.bench
+def test_bench_keeps_what_was_measured_when_interrupted(tmp_path):
+    """A real run, interrupted with SIGINT once its first (T, k) cells are written: it exits
+    130, and bench.md and bench.json hold exactly the cells finished, and say how many."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
 
-    real, calls = lab.bench.run_bench, []
+    out = tmp_path / "o"
+    argv = [sys.executable, "-m", "lab.cli", "bench", "--random", "--ks", "1-8"]
+    argv += ["--temperatures", "0,0.8", "--repeats", "2", "--prompts", "code"]
+    argv += ["--max-new-tokens", "24", "--no-transformers", "--out", str(out)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    report = out / "bench.md"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and run.poll() is None:
+        if report.is_file() and "2 of 16" in report.read_text():
+            break
+        time.sleep(0.05)
+    assert run.poll() is None, f"the run ended before it was interrupted: {run.communicate()}"
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err.decode()
+    text = report.read_text()
+    first = text.splitlines()[0]
+    assert first.startswith("Status: partial (interrupted)"), first
+    done = int(first.split("; ")[1].split(" of ")[0])
+    assert 2 <= done < 16, first
+    rows = [line for line in text.splitlines() if line.startswith(("| 0 | ", "| 0.8 | "))]
+    assert len(rows) == 2 * done, f"{done} cells said, {len(rows)} rows in the two tables"
+    data = json.loads((out / "bench.json").read_text())
+    assert data["status"] == first.removeprefix("Status: ")
+    assert len(data["points"]) == done
+    assert f"{done} of 16" in err.decode()
+    assert not list(out.glob("*.tmp")), "a temporary file was left behind"
 
-    def second_one_interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
 
-    monkeypatch.setattr(lab.bench, "run_bench", second_one_interrupted)
-    argv = [a if a != "0" else "0,0.8" for a in BENCH] + ["--out", str(tmp_path)]
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    assert info.value.code == 130
-    report = (tmp_path / "bench.md").read_text()
-    assert report.startswith("Status: partial (interrupted)")
-    assert report.count("| 0 | 1 |") == 2 and "| 0.8 | 1 |" not in report
+def test_bench_names_the_machine_in_its_report_and_json(tmp_path, capsys):
+    """bench.md's header and bench.json name the CPU, the BLAS, its kernel and the threads;
+    the fast path's choices and the plain model's costs are reported beside it."""
+    import json
+
+    from lab.machine import describe_machine
+
+    argv = ["bench", "--random", "--ks", "1,2", "--temperatures", "0", "--repeats", "1"]
+    argv += ["--prompts", "code", "--max-new-tokens", "6", "--no-transformers"]
+    assert main(argv + ["--out", str(tmp_path), "--threads", "1"]) == 0
+    machine = describe_machine()
+    text = (tmp_path / "bench.md").read_text()
+    header = text.splitlines()[2]
+    for words in (machine.cpu, machine.blas, f"{machine.kernel} kernels", "1 BLAS thread"):
+        assert words in header, (words, header)
+    assert "the same profile of the plain model" in text
+    assert "Fast path, target model:" in text and "| linear |" in text
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert data["status"] == "complete" and len(data["points"]) == 2
+    assert data["machine"]["kernel"] == machine.kernel and data["machine"]["threads"] == 1
+    assert set(data["fast_path_kept_rows"]) == {"target", "draft"}
+    assert data["plain_costs"]["v"]["3"] > 0
 
 
 def test_bench_random_transformers_row_uses_the_same_random_weights(capsys, tmp_path, monkeypatch):

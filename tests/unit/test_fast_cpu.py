@@ -1,11 +1,15 @@
-"""The opt-in CPU fast path (lab/fast_cpu.py): the plain model's logits, never stale."""
+"""The opt-in CPU fast path (lab/fast_cpu.py): the plain model's logits, never stale, and
+tricks chosen by measurement (lab/fast_cpu_plan.py).
+
+The parity tests force every trick on (`tricks="all"`) so that each is exercised whatever this
+machine measured; the plan tests check the choice itself with made-up timings."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lab import fast_cpu
+from lab import fast_cpu, fast_cpu_plan
 from lab.bundled import load_bundled_pair
 from lab.fast_cpu import FastGPT, fast
 from reference import GPT, GPTConfig, ModelDrafter, generate, init_params, speculative_generate
@@ -56,14 +60,14 @@ def assert_same_logits_through_a_run(plain: GPT, quick: FastGPT, tokens: np.ndar
 
 def test_fast_path_equals_the_plain_model(plain):
     tokens = np.random.default_rng(1).integers(0, WIDE_CFG.n_vocab, 40)
-    assert_same_logits_through_a_run(plain, fast(plain), tokens)
+    assert_same_logits_through_a_run(plain, fast(plain, tricks="all"), tokens)
 
 
 @pytest.mark.parametrize("which", [0, 1], ids=["target", "draft"])
 def test_fast_path_equals_the_plain_model_at_the_bundled_pairs_shapes(bundled, which):
     model = bundled[which]
     tokens = np.frombuffer(b"def area(self):\n    return self.w * self.h\n" * 3, np.uint8)
-    assert_same_logits_through_a_run(model, fast(model), tokens.astype(np.int64))
+    assert_same_logits_through_a_run(model, fast(model, tricks="all"), tokens.astype(np.int64))
 
 
 def test_appends_of_a_few_rows_take_the_sliced_path(plain, monkeypatch):
@@ -72,7 +76,7 @@ def test_appends_of_a_few_rows_take_the_sliced_path(plain, monkeypatch):
     calls = []
     real = fast_cpu.linear_few_rows
     monkeypatch.setattr(fast_cpu, "linear_few_rows", lambda *a: calls.append(1) or real(*a))
-    quick = fast(plain)
+    quick = fast(plain, tricks="all")
     quick.forward(np.arange(5))
     assert calls, "a 5-row pass never took the sliced path"
     calls.clear()
@@ -91,7 +95,7 @@ def slices_taken(model: GPT, monkeypatch, T: int) -> dict[tuple[int, int], int]:
         return real(x, w_t, b)
 
     monkeypatch.setattr(fast_cpu, "linear_few_rows", spy)
-    quick = fast(model)
+    quick = fast(model, tricks="all")
     cache = quick.new_cache()
     quick.forward(np.arange(20), cache)
     cache.commit(20)
@@ -133,7 +137,7 @@ def test_linear_few_rows_equals_the_plain_product(C_in, C_out, T):
 
 def test_the_fast_model_keeps_one_copy_of_each_weight(plain):
     """params[name] is a view of the stored [C_out, C_in] layout, not a second copy."""
-    quick = fast(plain)
+    quick = fast(plain, tricks="all")
     w = quick.params["h.0.mlp.c_fc.weight"]
     assert w.shape == (256, 1024) and w.T.flags.c_contiguous and w.base is not None
     np.testing.assert_array_equal(w, plain.params["h.0.mlp.c_fc.weight"])
@@ -144,8 +148,8 @@ def test_editing_weights_in_place_cannot_leave_the_fast_path_stale(plain):
     """`params[name] *= 0.5` on the fast model changes every path at once: its logits equal
     a plain model built from the edited weights, and greedy speculative decoding still
     equals greedy autoregressive (a stale copy made them differ before)."""
-    target = fast(plain)
-    draft = fast(plain)
+    target = fast(plain, tricks="all")
+    draft = fast(plain, tricks="all")
     prompt = np.arange(6)
 
     def both():
@@ -168,7 +172,7 @@ def test_editing_weights_in_place_cannot_leave_the_fast_path_stale(plain):
 
 def test_replacing_a_weight_is_seen_by_every_path(plain):
     """`params[name] = new_array` drops the layout but not the numbers: still exact."""
-    quick = fast(plain)
+    quick = fast(plain, tricks="all")
     name = "h.0.mlp.c_fc.weight"
     quick.params[name] = np.ascontiguousarray(quick.params[name] * 2.0)
     edited = GPT(plain.config, {n: w.copy() for n, w in quick.params.items()})
@@ -208,7 +212,7 @@ def test_gelu_by_products_equals_gelu_and_leaves_its_input_alone():
 def test_the_output_layer_equals_the_plain_one_and_reads_wte_afresh(bundled, T):
     """The fast logits (wte read in its stored order for a few rows) equal h @ wte^T, in C
     order, and an in-place edit of wte is seen at once."""
-    quick = fast(bundled[0])
+    quick = fast(bundled[0], tricks="all")
     h = np.random.default_rng(T).standard_normal((T, 384), dtype=np.float32)
     got = quick.logits(h)
     assert got.flags.c_contiguous
@@ -220,6 +224,93 @@ def test_the_output_layer_equals_the_plain_one_and_reads_wte_afresh(bundled, T):
 @pytest.mark.parametrize("T", [2, 9])
 def test_few_row_outputs_are_in_c_order(bundled, T):
     """A transposed (F-order) output would make every later row-wise reduction stride."""
-    quick = fast(bundled[0])
+    quick = fast(bundled[0], tricks="all")
     x = np.ones((T, 384), np.float32)
     assert quick.linear(x, "h.0.mlp.c_fc").flags.c_contiguous
+
+
+# ---- the plan: each trick kept only where it measured faster ----
+
+
+def test_a_measured_model_equals_the_plain_model_whatever_it_chose(bundled):
+    """Whichever tricks this machine kept, the logits are the plain model's."""
+    model = bundled[0]
+    tokens = np.frombuffer(b"def area(self):\n    return self.w * self.h\n" * 3, np.uint8)
+    quick = fast(model)
+    assert quick.plan.everything is None and quick.plan.timings, "fast() should measure"
+    assert_same_logits_through_a_run(model, quick, tokens.astype(np.int64))
+
+
+def test_no_tricks_is_the_plain_computation(plain, monkeypatch):
+    calls = []
+    for name in ("linear_few_rows", "attention_keys_first", "gelu_by_products", "logits_few_rows"):
+        real = getattr(fast_cpu, name)
+        monkeypatch.setattr(
+            fast_cpu, name, lambda *a, real=real, name=name: calls.append(name) or real(*a)
+        )
+    quick = fast(plain, tricks="none")
+    cache = quick.new_cache()
+    quick.forward(np.arange(20), cache)
+    cache.commit(20)
+    for T in (1, 2, 8):
+        quick.forward(np.arange(T), cache)
+        cache.rollback()
+    assert calls == [], f"tricks='none' still called {sorted(set(calls))}"
+    assert_same_logits_through_a_run(plain, quick, np.arange(40) % 64)
+
+
+def made_up_plan(faster: set[tuple[str, int]]) -> fast_cpu_plan.TrickPlan:
+    """Timings in which the trick wins exactly at the (trick, rows) in `faster`."""
+    timings = []
+    for trick, shape in (("linear", (256, 1024)), ("logits", (64, 256))):
+        for T in range(2, fast_cpu.FEW_ROWS + 1):
+            fast_s = 1.0 if (trick, T) in faster else 3.0
+            timings.append(fast_cpu_plan.Timing(trick, shape, T, 2.0, fast_s))
+    return fast_cpu_plan.TrickPlan(tuple(timings), machine="made up")
+
+
+def test_the_plan_keeps_a_trick_exactly_where_it_was_faster():
+    plan = made_up_plan({("linear", 2), ("linear", 9), ("logits", 16)})
+    assert plan.uses("linear", (256, 1024), 2) and plan.uses("linear", (256, 1024), 9)
+    assert not plan.uses("linear", (256, 1024), 3)
+    assert not plan.uses("linear", (256, 512), 2), "another shape was never measured"
+    assert plan.uses("logits", (64, 256), 16) and not plan.uses("logits", (64, 256), 2)
+    assert not plan.uses("attention", (4, 64), 1), "an unmeasured trick is never used"
+    table = fast_cpu_plan.describe_plan(plan)
+    assert "| linear | 256x1024 | 2, 9 | 3-8, 10-16 |" in table, table
+    assert "| logits | 64x256 | 16 | 2-15 |" in table, table
+
+
+def test_a_fast_model_follows_its_plan(plain, monkeypatch):
+    """With a plan that keeps the sliced product at 5 rows only, a 5-row pass takes it and a
+    4-row pass does not."""
+    calls = []
+    real = fast_cpu.linear_few_rows
+    monkeypatch.setattr(fast_cpu, "linear_few_rows", lambda *a: calls.append(1) or real(*a))
+    shapes = {(256, 768), (256, 256), (256, 1024), (1024, 256)}
+    timings = tuple(
+        fast_cpu_plan.Timing("linear", s, T, 2.0, 1.0 if T == 5 else 3.0)
+        for s in shapes
+        for T in range(2, fast_cpu.FEW_ROWS + 1)
+    )
+    quick = FastGPT(plain.config, dict(plain.params), fast_cpu_plan.TrickPlan(timings))
+    quick.forward(np.arange(4))
+    assert not calls
+    quick.forward(np.arange(5))
+    assert len(calls) == 4 * plain.config.n_layer  # every linear layer of every block
+
+
+def test_measurements_are_cached_for_the_process(plain, monkeypatch):
+    """A second plan for the same shapes and BLAS setting times nothing again."""
+    fast(plain)  # measured (or already cached by an earlier test)
+    timed = []
+    real = fast_cpu_plan.fastest_pair
+    monkeypatch.setattr(fast_cpu_plan, "fastest_pair", lambda *a: timed.append(1) or real(*a))
+    again = fast(plain)
+    assert timed == [], f"the second plan re-timed {len(timed)} calls"
+    assert again.plan.timings
+
+
+def test_unknown_tricks_option_is_refused(plain):
+    with pytest.raises(ValueError, match="tricks must be one of"):
+        fast(plain, tricks="some")

@@ -94,6 +94,7 @@ def test_several_drafters_share_one_autoregressive_baseline(target, draft, parts
         costs=costs,
         ks_by_drafter=PLAN,
         drafter_options=options(parts),
+        shared_baseline=True,  # as lab.methods.run_methods runs it
     )
     runs = [(p.temperature, p.drafter, p.k) for p in report.points]
     assert runs == [(t, name, k) for t in (0.0, 1.0) for name, ks in PLAN.items() for k in ks]
