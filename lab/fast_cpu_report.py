@@ -1,6 +1,9 @@
 """What each trick of the CPU fast path buys on this machine, measured on the bundled pair.
 
-    .venv/bin/python -m lab.fast_cpu_report            # prints a markdown table
+    .venv/bin/python -m lab.fast_cpu_report            # prints markdown tables
+
+First the machine and what `fast(model)` chose for each model here (lab/fast_cpu_plan.py:
+each trick kept only where it measured faster), then the tricks forced on, one by one.
 
 Each row times the plain computation (reference/model.py) and the fast one (lab/fast_cpu.py)
 on the shapes the bundled pair really uses, one BLAS thread, median of many calls. The
@@ -59,7 +62,7 @@ def trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float
     )
     wte = target.params["wte.weight"]  # [V, C]
     h = rng.standard_normal((8, C)).astype(np.float32)
-    quick = fast_cpu.fast(target)
+    quick = fast_cpu.fast(target, tricks="all")
     rows.append(
         (
             f"target output layer [8,{C}]@[{C},{wte.shape[0]}]",
@@ -104,12 +107,19 @@ def pass_rows(target, draft, context: np.ndarray) -> list[tuple[str, float, floa
 def main() -> None:
     from threadpoolctl import threadpool_limits
 
+    from lab.fast_cpu_plan import describe_plan
+    from lab.machine import describe_machine
+
     target, draft = load_bundled_pair()
     context = np.frombuffer(b"    def area(self):\n        return self.w * self.h\n" * 8, np.uint8)
     context = context.astype(np.int64)[:400]
     with threadpool_limits(limits=1, user_api="blas"):
+        print(f"Machine: {describe_machine().line()}\n")
+        for name, model in (("target", target), ("draft", draft)):
+            print(f"**{name}**: " + describe_plan(fast_cpu.fast(model).plan))
         rows = trick_rows(target, draft, np.random.default_rng(0))
         rows += pass_rows(target, draft, context)
+    print("Every trick forced on (whole passes: the measured choice):\n")
     print("| what | plain (us) | fast path (us) | plain / fast |")
     print("|---|---|---|---|")
     for what, slow, quick in rows:

@@ -15,7 +15,8 @@
 # # 01 · Why one-token decoding is slow
 #
 # *Article §1 and §7. Code: `lab/costs.py`, `reference/model.py`, `reference/kv_cache.py`,
-# `lab/fast_cpu.py`, `lab/roofline.py`.*
+# `lab/fast_cpu.py`, `lab/fast_cpu_plan.py`, `lab/session_costs.py`, `lab/roofline.py`,
+# `lab/machine.py`.*
 #
 # A language model writes one token per call. Each call pushes **one** new position through
 # every weight matrix: the hidden state is a `[1, H]` row multiplied by an `[H, H]` matrix.
@@ -24,10 +25,14 @@
 #
 # Speculative decoding's bet: if we already had k plausible next tokens, the same weights
 # could score all of them in **one** pass, a `[k, H] @ [H, H]` product that reads the weights
-# once and does k times the work. This notebook measures that on this machine — where the bet
-# holds only once the product is computed with care — then looks at what a whole forward pass
-# of the bundled models costs, and at the KV cache that makes one-token steps cheap in the
-# first place.
+# once and does k times the work. This notebook measures that on the machine it runs on —
+# on many CPUs the bet holds only once the product is computed with care — then looks at what
+# a whole forward pass of the bundled models costs, and at the KV cache that makes one-token
+# steps cheap in the first place.
+#
+# Every time below is a fact about one CPU, its BLAS library, the kernels that library picked
+# and the number of threads; the first cell prints all four. The prose says what to look for;
+# the numbers, and what they mean for this machine, are printed by the cells themselves.
 #
 # (Letters: H is a width, k a number of rows; T, in §2, counts the new positions of one
 # forward pass, as in `reference/config.py`. In notebooks 05–08, T = 0.8 is a *temperature*.)
@@ -42,13 +47,17 @@ import numpy as np
 from IPython.display import Image, display
 
 from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.costs import measure_costs
 from lab.fast_cpu import FEW_ROWS, fast, linear_few_rows
+from lab.fast_cpu_plan import describe_plan
 from lab.figures import plot_forward_costs, plot_matmul_times, plot_roofline
+from lab.machine import cache_sizes, describe_machine, mib, use_blas_threads
 from lab.roofline import floor_seconds, machine_rates, pass_products
+from lab.session_costs import session_costs
 from lab.standins import random_pair
-from reference.tokenizer import encode
 
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+machine = describe_machine()
+print(machine.line())
 # figures go to a scratch folder, or to docs/figures when notebooks/render.py renders them
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 
@@ -60,7 +69,6 @@ else:  # a checkout without models/: untrained stand-ins, the numbers still mean
     print("models/ not found: random stand-ins (python -m training.train_pair makes the pair)")
 print("target:", target.config)
 print("draft: ", draft.config)
-print("BLAS threads:", os.environ.get("OPENBLAS_NUM_THREADS", "library default"))
 
 # %% [markdown]
 # ## 1. `[1, H] @ [H, H]` against `[k, H] @ [H, H]`
@@ -106,53 +114,81 @@ for name, table in (("x @ W", times), ("blocked (k = 2..16)", blocked)):
     for H, row in table.items():
         print(f"{H:<6}" + "".join(f"{t * 1e6:9.1f}" for t in row.values()))
     print()
-for H in (1024, 2048):
-    print(
-        f"k rows / one row, H = {H}:  x @ W",
-        {k: round(t / times[H][1], 2) for k, t in times[H].items() if k <= 16},
-        "  blocked",
-        {k: round(t / times[H][1], 2) for k, t in blocked[H].items()},
-    )
 
 # %% [markdown]
-# Read the tables by rows.
+# Read the tables by rows, then the lines printed under them, which say what this run found.
 #
-# **The plain product breaks the premise.** From H = 1024 up, `x @ W` with two rows costs
-# two to four times one row, not "almost nothing" more. NumPy hands the product to OpenBLAS,
-# which serves one row with a matrix–vector kernel that streams W once, but for two rows or
-# more switches to its matrix–matrix kernel, and that kernel first copies ("packs") W into a
-# tiled layout: one extra pass over all the weights, plus writing the copy, before any
-# arithmetic. Past that step, extra rows are cheap again — per row, 16 rows cost much less
-# than 2 — but a verification pass of k + 1 ≈ 3–9 rows sits right in the expensive step.
+# **Packing.** NumPy hands the product to its BLAS library. On many CPUs OpenBLAS serves one
+# row with a matrix–vector kernel that streams W once, but for two rows or more switches to
+# its matrix–matrix kernel, and that kernel first copies ("packs") W into a tiled layout: one
+# extra pass over all the weights, plus writing the copy, before any arithmetic. Where that
+# happens, two rows cost several times one row instead of "almost nothing" more, and the
+# premise fails exactly where verification sits (k + 1 ≈ 3–9 rows). Past that step extra rows
+# are cheap again: per row, 16 rows cost much less than 2, since W is read once for all 16.
 #
-# **The blocked product restores it.** `linear_few_rows` cuts W into blocks small enough for
-# OpenBLAS's small-matrix kernels, which skip the packing; each weight is read once for all
-# rows. At H ≥ 1024 a few rows then cost little more than one (the second table). At H = 256
-# it is slower than `x @ W`: the matrix is tiny and the per-call cost of many small products
-# dominates — the fast path is for widths like the bundled target's.
+# **Blocks.** `linear_few_rows` cuts W into slices of a few dozen output features, small
+# enough for OpenBLAS's small-matrix kernels, which skip the packing; each weight is read once
+# for all rows. Where packing was the cost and the small kernels are quick, a few rows come
+# back close to one row's cost. But with other kernels (OpenBLAS's Haswell ones, which AVX2
+# laptops run, for one), another thread count, or a W so small that the fixed cost of many
+# small products dominates, the blocked product can be the slower of the two, packing or not.
+# Which way it went here, width by width, is printed below; that it can go either way is why
+# the fast path of §2 times each of its tricks on the machine before keeping it.
 #
-# Arithmetic intensity — multiply-adds per byte moved — says why the premise holds once the
-# weights are read only once. For `[k, H] @ [H, H]` in float32 the work is 2kH² operations and
-# the traffic at least 4(H² + 2kH) bytes, so the intensity is about k/2 for k ≪ H: with
-# k = 1 the processor idles, with k = 8 it does eight times more useful work per byte read.
+# Arithmetic intensity — floating-point operations (FLOPs) per byte moved, a multiply-add
+# counting as two — says why the premise holds once the weights are read only once. For
+# `[k, H] @ [H, H]` in float32 the work is 2kH² FLOPs and the traffic at least 4(H² + 2kH)
+# bytes, so the intensity is about k/2 FLOPs per byte for k ≪ H: with k = 1 the processor
+# idles, with k = 8 it does eight times more useful work per byte read.
 #
-# **The jump between H = 512 and H = 1024.** W grows 4× (1 MiB to 4 MiB of float32), but
-# the one-row time grows far more. This CPU has 2 MiB of L2 cache per core: a 512 × 512
-# matrix timed over and over stays in L2, while a 1024 × 1024 one is fetched from the slower
-# L3 each time. A small matrix in a timing loop flatters the hardware; the bundled target's
-# 44 MB of weights never fit in L2, so every decode step runs at the slower rate.
+# **Where W lives.** W grows 4× from one width to the next (at H = 512 it is 1 MiB of
+# float32, at H = 1024 4 MiB). Timed over and over, a matrix that fits in a cache stays there,
+# and one that does not is fetched from the next, slower level every time; so the one-row
+# time grows about 4× between two widths served from the same level, and more where the step
+# crosses a cache's size. The cache sizes the OS reports for this CPU, and where each W can
+# stay, are printed below. A small matrix in a timing loop flatters the hardware; what the
+# bundled target's weights are up against is printed too.
 
 # %%
-# the claims above, checked on this run (a re-render where they fail stops here)
-raw_2 = {H: times[H][2] / times[H][1] for H in (1024, 2048)}
-assert all(2 <= r <= 4.5 for r in raw_2.values()), f"x @ W, 2 rows / 1 row: {raw_2}"
-assert times[1024][16] / 16 < times[1024][2] / 2, "per row, 16 rows should beat 2"
+# what this run measured, said in words (printed, never asserted: another CPU, BLAS kernel
+# or thread count gives other ratios, and the prose above is written for any of them)
 for H in (1024, 2048):
-    assert blocked[H][2] < 0.6 * times[H][2], f"H = {H}: the blocked product is no cheaper"
-    assert blocked[H][4] < 1.6 * times[H][1], f"H = {H}: 4 blocked rows cost > 1.6 rows"
-assert blocked[256][2] > times[256][2], "at H = 256 the blocked product should be slower"
-jump = times[1024][1] / times[512][1]
-assert jump > 6, f"one-row time 512 -> 1024 grew only {jump:.1f}x for 4x the weights"
+    plain_x = [times[H][k] / times[H][1] for k in (2, 4, 8, 16)]
+    blocked_x = [blocked[H][k] / times[H][1] for k in (2, 4, 8, 16)]
+    print(f"H = {H}: 2, 4, 8, 16 rows cost " + ", ".join(f"{r:.1f}x" for r in plain_x)
+          + " one row with x @ W; " + ", ".join(f"{r:.1f}x" for r in blocked_x) + " blocked")
+for H in times:
+    faster = [k for k in blocked[H] if blocked[H][k] < times[H][k]]
+    print(f"H = {H:4d}: the blocked product beat x @ W at k = {faster or 'none'} "
+          f"of {list(blocked[H])}")
+
+caches = cache_sizes()  # {'L1d': bytes, 'L2': ..., 'L3': ...}, as the OS reports them
+print("\ncaches of this CPU (the OS):", ", ".join(f"{n} {mib(b)}" for n, b in caches.items())
+      or "not reported")
+for H in times:
+    W_bytes = H * H * 4
+    home = next((n for n, b in caches.items() if W_bytes <= b), "none")  # smallest that holds W
+    growth = "" if H == 256 else f", one row {times[H][1] / times[H // 2][1]:.1f}x H = {H // 2}'s"
+    print(f"H = {H:4d}: W is {mib(W_bytes):>7}, smallest cache as large: {home:4s}{growth}")
+target_bytes = sum(w.nbytes for w in target.params.values())
+last = max(caches, key=caches.get) if caches else None
+if last:
+    where = "fit in" if target_bytes <= caches[last] else "are larger than"
+    print(f"the bundled target's {target_bytes / 1e6:.1f} MB of weights {where} the "
+          f"{last} cache ({mib(caches[last])})")
+
+# facts that hold on any CPU (a product that reads W once for all rows)
+per_row = {k: times[1024][k] / k for k in (2, 16)}
+assert per_row[16] < per_row[2], (
+    f"H = 1024: per row, 16 rows should cost less than 2 rows (W is read once for all rows); "
+    f"measured {per_row[16] * 1e6:.1f} µs against {per_row[2] * 1e6:.1f} µs"
+)
+x = rng.standard_normal((4, 1024), dtype=np.float32)
+W = rng.standard_normal((1024, 1024), dtype=np.float32)
+got = linear_few_rows(x, np.ascontiguousarray(W.T), np.zeros(1024, np.float32))
+assert np.allclose(got, x @ W, rtol=1e-4, atol=1e-3), (
+    f"the blocked product should give x @ W's numbers; max |diff| {np.abs(got - x @ W).max():.2g}"
+)
 
 # %%
 path = plot_matmul_times(times, FIGURES / "matmul_rows.png", blocked=blocked)
@@ -160,30 +196,41 @@ display(Image(filename=str(path)))
 
 # %% [markdown]
 # (Timings depend on the machine and its load; the shape, not the digits, is the lesson. The
-# rendered copy ran with one BLAS thread — `notebooks/render.py` sets it, to keep timings
-# steady on a shared machine.)
+# rendered copy ran on the machine its first cell names, with the BLAS threads it names —
+# one unless `SPECDEC_BLAS_THREADS` says otherwise, to keep timings steady on a shared
+# machine.)
 #
 # ## 2. The bundled models' per-token cost
 #
-# `lab.costs.measure_costs` times real forward passes with a warm KV cache: a
-# one-token step of the target and of the draft, and a target pass that appends T new
-# positions at once — exactly what verification of T − 1 drafts does. Two numbers come out:
+# Real forward passes with a warm KV cache: a one-token step of the target and of the draft,
+# and a target pass that appends T new positions at once — exactly what verification of
+# T − 1 drafts does. Two numbers come out:
 #
 # * **c** = draft step / target step: the price of one guess, in target steps;
 # * **v(T)** = time of a T-position pass / time of a one-token pass. Leviathan et al. assume
-#   v ≈ 1 (true on a GPU for small T); on a CPU it is larger, and this is what we measure.
+#   v ≈ 1 (true on a GPU for small T); on a CPU it is often larger, and this is what we
+#   measure.
+#
+# Notebooks 07 and 08 need the same c and v, and a shared machine gives a different number
+# each time it is asked. So they are measured once per session, by `lab/session_costs.py`:
+# the first notebook that asks measures (the T's taken in turn, the fastest of 15 passes
+# each, after a 128-token code context), and the others read the same numbers back — for an
+# hour, on the same machine line, for the same weights. The line under the numbers says
+# whether they were measured now or reused.
 #
 # The plain model computes every linear layer as `x @ w`, so its v(T) inherits §1's packing
-# step: each of the target's 24 weight matrices (384 wide, 0.6–2.4 MB) is packed once per
-# pass with T ≥ 2, and v(2) is already well above 1.
+# step wherever this CPU's BLAS packs: each of the target's 24 weight matrices (384 wide,
+# 0.6–2.4 MB) is then packed once per pass with T ≥ 2.
 
 # %%
-context = encode("def fibonacci(n):\n    if n < 2:\n        return n\n" * 2)
-profile = measure_costs(target, draft, context, max_T=8, repeats=9)
+plain_costs = session_costs(target, draft)  # lab/session_costs.py: once per session
+profile, context = plain_costs.profile, plain_costs.context
+print(f"plain model, {plain_costs.origin()}, after a {len(context)}-token context")
 print(f"target one-token step: {profile.target_step * 1e3:.2f} ms")
 print(f"draft one-token step:  {profile.draft_step * 1e3:.3f} ms  ->  c = {profile.c:.3f}")
 print("v(T):", {T: round(profile.verify_cost(T), 2) for T in sorted(profile.target_append)})
-assert profile.verify_cost(2) > 1.5, "the plain model's 2-position pass should show the packing"
+print(f"on this machine a second position costs {profile.verify_cost(2) - 1:.0%} of a step "
+      f"more, and 8 positions cost {profile.verify_cost(8):.1f} steps")
 
 # %%
 path = plot_forward_costs(profile, FIGURES / "forward_costs.png")
@@ -193,21 +240,39 @@ display(Image(filename=str(path)))
 # ### The same models through the CPU fast path
 #
 # `reference/model.py` computes `x @ w + b` and plain attention, as the article writes them.
-# On a CPU, OpenBLAS first copies ("packs") a whole weight matrix before a product with a few
-# rows, so a pass over T = k + 1 positions costs several one-token passes — the v(T) above.
-# `lab/fast_cpu.py` gives the same logits with products cut into blocks that OpenBLAS runs
-# without packing (and a few cheaper NumPy calls for the draft's one-row steps); the bench
-# and the demo use it. Same weights, same numbers, different speed:
+# Where OpenBLAS packs a whole weight matrix before a product with a few rows, a pass over
+# T = k + 1 positions costs several one-token passes. `lab/fast_cpu.py` can compute the same
+# logits in other ways: products cut into blocks that OpenBLAS runs without packing (§1),
+# attention with the long side of the product first, GELU without temporaries, and the
+# output layer in its stored layout; the bench and the demo use it. Same weights, same
+# numbers (checked below, on a verification-shaped pass). Whether a trick also buys speed
+# depends on the CPU, its kernels, the thread count and the shape, so `fast(model)` first
+# times each trick against the plain computation on the model's own shapes, for every row
+# count it serves, and keeps it only where it was faster (`lab/fast_cpu_plan.py`). The cell
+# prints what it kept on this machine, then what the whole passes cost.
 #
-# v(T) need not grow steadily with T. OpenBLAS's kernels work on a fixed number of rows at a
-# time, so a T that leaves a part-filled group costs nearly what the next full group costs
-# (the fast path cuts each weight into slices of 32 output features, `slice_rows` in
-# `lab/fast_cpu.py`, whatever T is; the kernel for each slice still steps with T). The line
-# printed below the table lists where v dipped in this run; with few repeats, timing noise
-# adds dips of its own.
+# v(T) need not grow steadily with T. BLAS kernels work on a fixed number of rows at a time,
+# so a T that leaves a part-filled group costs nearly what the next full group costs. The
+# line printed below the table lists where v dipped in this run; timing noise adds dips of
+# its own.
 
 # %%
-fast_profile = measure_costs(fast(target), fast(draft), context, max_T=8, repeats=9)
+fast_target, fast_draft = fast(target), fast(draft)
+# same numbers: a pass over 5 new positions after the context, as verifying 4 drafts does
+logits = {}
+for name, model in (("plain", target), ("fast path", fast_target)):
+    cache = model.new_cache()
+    model.forward(context[:-5], cache)
+    logits[name] = model.forward(context[-5:], cache)  # [5, V]
+diff = np.abs(logits["fast path"] - logits["plain"]).max()
+assert diff < 1e-4, f"the fast path should give the plain logits to float32 rounding; {diff:.2g}"
+print(f"fast path against plain, 5 new positions: max |logit difference| {diff:.1e}")
+
+print("\ntarget:", describe_plan(fast_target.plan))
+print("draft:", describe_plan(fast_draft.plan))
+fast_costs = session_costs(fast_target, fast_draft)
+fast_profile = fast_costs.profile
+print(f"fast path, {fast_costs.origin()}\n")
 print("            c      " + "  ".join(f"v({T})" for T in sorted(profile.target_append)))
 for name, prof in (("plain", profile), ("fast path", fast_profile)):
     print(
@@ -215,43 +280,49 @@ for name, prof in (("plain", profile), ("fast path", fast_profile)):
         + "  ".join(f"{prof.verify_cost(T):.2f}" for T in sorted(prof.target_append))
     )
 for name, prof in (("plain", profile), ("fast path", fast_profile)):
-    dips = [T + 1 for T in range(1, 8) if prof.verify_cost(T + 1) < prof.verify_cost(T)]
+    dips = [T + 1 for T in range(1, 9) if prof.verify_cost(T + 1) < prof.verify_cost(T)]
     print(f"{name}: v(T) lower than v(T - 1) at T = {dips}")
-# the fast path's claim: multi-position passes cost fewer one-token steps than the plain
-# model's (checked on v(2) and on the mean over T = 2..8, which timing noise moves less)
+# what the fast path bought here, over the passes verification uses (printed, not asserted:
+# it depends on this CPU, its kernels and threads, and on the machine's load)
 mean_v = {
-    name: np.mean([prof.verify_cost(T) for T in range(2, 9)])
+    name: np.mean([prof.verify_cost(T) for T in range(2, 10)])
     for name, prof in (("plain", profile), ("fast path", fast_profile))
 }
-assert fast_profile.verify_cost(2) < profile.verify_cost(2)
-assert mean_v["fast path"] < mean_v["plain"], mean_v
+step_ratio = fast_profile.target_step / profile.target_step
+print(f"on this machine the fast path's mean v over T = 2..9 is {mean_v['fast path']:.2f} "
+      f"against the plain model's {mean_v['plain']:.2f}; its one-token step takes "
+      f"{step_ratio:.2f}x the plain step's time")
 
 # %% [markdown]
 # ### How fast could a pass be? The roofline
 #
 # A pass over T new positions must read every weight once (and the cached K/V), whatever T
 # is, and does 2·T floating-point operations per weight. Two rates of this machine bound it:
-# how fast one core can stream the weights (measured as one-row products over the target's
-# own 24 matrices) and how fast it can compute (a large float32 product). Each product of
-# the pass then costs at least max(bytes / bandwidth, FLOPs / FLOP rate) — the *roofline*;
-# `lab/roofline.py` adds that up over the layers.
+# how fast it can stream the weights (measured as one-row products over the target's own 24
+# matrices) and how fast it can compute (a large float32 product), both on the BLAS threads
+# of this run. Each product of the pass then costs at least max(bytes / bandwidth,
+# FLOPs / FLOP rate) — the *roofline*; `lab/roofline.py` adds that up over the layers.
 #
-# For a few rows the bytes term wins by far, so the floor is **flat**: on this hardware a pass
-# over 8 rows could cost what one row costs, v(8) = 1, exactly Leviathan's assumption. The
-# measured fast path is nowhere near that for T > 2, and the plain model further still. What
-# the gap is made of, product by product, and which changes to the fast path closed part of
-# it: `python -m lab.roofline` and docs/benchmarks.md, "The CPU limit".
+# A weight used by T rows gives T/2 FLOPs per byte read, and a CPU's FLOP rate is usually
+# several times its bandwidth in bytes, so for a few rows the bytes term wins and the floor is
+# **flat**: a pass over several rows could cost what one row costs, v = 1, exactly Leviathan's
+# assumption. How far the floor stays flat on this machine, and how far the measured passes
+# are from it, is printed under the table. (The two rates and the passes are timed at
+# different moments; on a busy machine a pass can even come out below its floor.) What the
+# gap is made of, product by product, and which changes to the fast path closed part of it:
+# `python -m lab.roofline` and docs/benchmarks.md, "The CPU limit".
 
 # %%
 rates = machine_rates(target)
+threads = f"{machine.threads} BLAS thread" + ("s" if machine.threads != 1 else "")
 print(
     f"bandwidth {rates.bandwidth / 1e9:.1f} GB/s (one-row products over the target's weights), "
-    f"FLOP rate {rates.flops / 1e9:.0f} GFLOP/s (a 1024^3 product), one BLAS thread"
+    f"FLOP rate {rates.flops / 1e9:.0f} GFLOP/s (a 1024^3 product), {threads}"
 )
 S = len(context)
-floors = {T: floor_seconds(target, T, S + T, rates) for T in range(1, 9)}
+floors = {T: floor_seconds(target, T, S + T, rates) for T in range(1, 10)}
 print("\nT   floor ms   fast path ms   v floor   v fast   v plain")
-for T in range(1, 9):
+for T in range(1, 10):
     print(
         f"{T}   {floors[T] * 1e3:8.2f}   {fast_profile.target_append[T] * 1e3:12.2f}"
         f"   {floors[T] / floors[1]:7.2f}   {fast_profile.verify_cost(T):6.2f}"
@@ -264,9 +335,18 @@ for product in pass_products(target, 8, S + 8):
         f"  {product.name:12s} {product.bytes / 1e6:6.2f} MB {product.flops / 1e6:7.1f} MFLOP"
         f" {product.floor(rates) * 1e6:7.0f} µs   {'bytes' if by_bytes else 'FLOPs'}"
     )
-# the claims above, on this run: the floor is flat up to 8 rows, the fast path is not
-assert floors[8] < 1.05 * floors[1], "the floor should be bytes-bound up to T = 8"
-assert fast_profile.target_append[8] > 1.2 * floors[8]
+# the claims above, in this run's numbers
+flat_to = max(T for T in floors if floors[T] <= 1.05 * floors[1])
+print(f"\non this machine the floor stays within 5 % of one row's up to T = {flat_to}; "
+      f"at T = 8 it allows v = {floors[8] / floors[1]:.2f}, the fast path measured "
+      f"v(8) = {fast_profile.verify_cost(8):.2f} and the plain model {profile.verify_cost(8):.2f}")
+print("measured pass / floor, fast path:",
+      {T: round(fast_profile.target_append[T] / floors[T], 1) for T in (1, 2, 4, 8)})
+# a law of the roofline model, on any machine: a T-row pass reads no less than a one-row
+# pass and computes T times as much, so its floor can only grow with T
+assert all(floors[T + 1] >= floors[T] for T in range(1, 9)), (
+    f"the floor should not fall as T grows, got {floors}"
+)
 
 # %%
 curves = {"plain": profile.target_append, "fast path": fast_profile.target_append}
@@ -299,7 +379,11 @@ for n in (32, 128, 256):
         f"context {n:3d}: recompute everything {uncached * 1e3:7.1f} ms   "
         f"cached step {cached * 1e3:5.2f} ms   ({uncached / cached:5.1f}x)"
     )
-    assert uncached > 3 * cached, "a cached step should be far cheaper than recomputing"
+    if n == 256:  # on any CPU: 256 positions of arithmetic against one, the same weights read
+        assert uncached > 2 * cached, (
+            f"a cached step should cost far less than recomputing a {n}-token prefix; measured "
+            f"{cached * 1e3:.2f} ms against {uncached * 1e3:.1f} ms"
+        )
 
 cfg = target.config
 weights = sum(w.nbytes for w in target.params.values())
@@ -313,11 +397,12 @@ print(
 # %% [markdown]
 # **What to take away.** A one-token step is dominated by moving weights (and the cached
 # history) rather than by arithmetic. Scoring several positions in one pass can share that
-# movement — provided the product reads the weights once, which on this CPU takes the
-# blocked product rather than a plain `x @ W`. Speculative decoding supplies those
-# positions by guessing them with a cheap draft model (notebook 03) and checking all guesses
-# in one target pass (notebook 04). It does not shrink the cache or the history — it cuts
-# the number of sequential target calls.
+# movement — provided the product reads the weights once, which a plain `x @ W` does not do
+# where the BLAS packs a few-row product, and which the blocked product restores only with
+# kernels that suit it (§1 printed what this machine does).
+# Speculative decoding supplies those positions by guessing them with a cheap draft model
+# (notebook 03) and checking all guesses in one target pass (notebook 04). It does not
+# shrink the cache or the history — it cuts the number of sequential target calls.
 #
 # **Where it sits among KV-cache optimisations** (article §9). Grouped-query and latent
 # attention (GQA, MLA) make each cached entry narrower; sliding windows and pruning keep

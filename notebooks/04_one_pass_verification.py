@@ -45,6 +45,7 @@ from IPython.display import Image, display
 
 from lab.bundled import bundled_pair_available, load_bundled_pair
 from lab.figures import plot_verification
+from lab.machine import describe_machine, use_blas_threads
 from lab.report import describe_round, quoted
 from lab.standins import random_pair
 from reference import ModelDrafter, SamplingParams, probabilities, speculative_generate
@@ -52,6 +53,8 @@ from reference.speculative import verification_pass
 from reference.tokenizer import EOS, decode, encode
 
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+print(describe_machine().line())
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
 
 # %% [markdown]
@@ -104,6 +107,27 @@ p_rows, n_fed, h_rows = verification_pass(target, cache, context, rnd.draft_toke
 print(f"fed {n_fed} catch-up token + {len(rnd.draft_tokens)} drafts in one call -> p rows "
       f"{p_rows.shape} (and their hidden states {h_rows.shape}); cache {cache}")
 print("max |p_rows - trace.p_rows| =", float(np.abs(p_rows - rnd.p_rows).max()))
+assert n_fed == 1 and len(p_rows) == len(rnd.draft_tokens) + 1, (
+    f"expected 1 catch-up token and k + 1 = {len(rnd.draft_tokens) + 1} rows, "
+    f"got {n_fed} catch-up tokens and {len(p_rows)} rows")
+
+# %% [markdown]
+# **k + 1 rows, not k: a slip in the article.** The article's §3 writes the verification
+# product as `[k,H]@[H,H] → [k,H]` with k = 4, and lists p₁ … p₄. The pass above fed k + 1
+# rows, one catch-up token and the k drafts, and it has to. Its first input is the token
+# the previous round ended with, the correction or the bonus. That token was *sampled* from
+# a target row; it was never *fed* to the target, so no cache holds its K/V and no row
+# conditioned on it exists yet. The article says so itself in §6: the replacement token's
+# K/V is not in the committed prefix, and a later step has to compute it. The verification
+# pass is that later step: it feeds the pending token first, and the row computed at its
+# position is p₁, the row that judges x₁. (§3 allows that p₁ might be "reused" from the
+# previous round; but the last row the previous pass computed sits one position earlier,
+# and it was already spent choosing the pending token.) Feeding x₁ … x_k after it gives
+# p₂ … p_{k+1}, the last one being the bonus row. So the product is `[k+1,H]@[H,H]`. In
+# round 1 the prompt's last token plays the pending token's part: the prefill caches every
+# prompt token but that one.
+# The rest of §3 and §7 stands as written, with one row more per pass (notebook 01 times
+# passes of 1 to 8 rows on this machine).
 
 # %% [markdown]
 # ## 3. One pass equals k + 1 one-token steps
@@ -120,7 +144,9 @@ for token in np.concatenate([context[-1:], rnd.draft_tokens]):
 steps = np.stack(steps)
 print("one pass vs", len(steps), "steps: max |difference| =",
       float(np.abs(steps - p_rows).max()))
-assert np.abs(steps - p_rows).max() < 1e-5  # equal up to float32 rounding (below)
+assert np.abs(steps - p_rows).max() < 1e-5, (  # equal up to float32 rounding (below)
+    f"expected the one-pass rows to equal the step-by-step rows to 1e-5, max difference "
+    f"{np.abs(steps - p_rows).max():.1e}")
 
 # %% [markdown]
 # **Equal, up to float32 rounding.** Mathematically the rows are identical; numerically they

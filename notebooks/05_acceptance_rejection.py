@@ -45,6 +45,7 @@ from scipy import stats
 
 from lab.bundled import bundled_pair_available, load_bundled_pair
 from lab.figures import plot_acceptance_example, plot_law_comparison
+from lab.machine import describe_machine, use_blas_threads
 from lab.report import quoted
 from lab.standins import random_pair
 from reference import (
@@ -62,6 +63,8 @@ from reference.sampling import GREEDY, one_hot
 from reference.tokenizer import EOS, decode, encode
 from reference.verification import verify_law
 
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+print(describe_machine().line())
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
 
@@ -87,10 +90,10 @@ for i, name in enumerate(labels):
 print(f"acceptance rate Σ min(p, q) = {accepted_mass.sum():.2f};  P(reject) = {p_reject:.2f}, "
       "and all of that mass goes to B")
 # the numbers the next paragraph states
-np.testing.assert_allclose(accept, [0.75, 1.0])
-np.testing.assert_allclose(accepted_mass, [0.6, 0.2])
-np.testing.assert_allclose(residual, [0.0, 1.0])
-np.testing.assert_allclose(output, p)
+np.testing.assert_allclose(accept, [0.75, 1.0], err_msg="a = min(1, p/q) should be (0.75, 1)")
+np.testing.assert_allclose(accepted_mass, [0.6, 0.2], err_msg="kept mass should be (0.6, 0.2)")
+np.testing.assert_allclose(residual, [0.0, 1.0], err_msg="the residual should be all on B")
+np.testing.assert_allclose(output, p, err_msg="the output law should be p = (0.6, 0.4)")
 
 # %% [markdown]
 # A is proposed 80 % of the time but kept only 75 % of those times: 0.6. B is always kept:
@@ -134,6 +137,69 @@ path = plot_acceptance_example(p, q, FIGURES / "ab_example.png", labels=labels, 
 display(Image(filename=str(path)))
 
 # %% [markdown]
+# ### Why it is exact
+#
+# The picture is one case of a three-line argument that holds for every p and q over the same
+# tokens. Write the draft's proposal as x ~ q and let y be the token that comes out.
+#
+# 1. **A rejection happens with probability Z = Σ max(0, p − q).** The draft proposes x with
+#    probability q(x) and keeps it with min(1, p(x)/q(x)), so x is proposed *and kept* with
+#    probability q(x) · min(1, p(x)/q(x)) = min(p(x), q(x)) (also when q(x) = 0: never
+#    proposed, nothing kept). Summing, P(reject) = 1 − Σ min(p, q). Because Σ p = 1, that is
+#    Σ (p − min(p, q)) = Σ max(0, p − q): the very sum that normalises the residual.
+# 2. **Two ways to emit y.** As a kept draft, with probability min(p(y), q(y)); or after a
+#    rejection, from the residual: Z · max(0, p(y) − q(y)) / Z = max(0, p(y) − q(y)).
+# 3. **They add up to p.** min(a, b) + max(0, a − b) = a for any numbers a, b: if a ≤ b
+#    the two terms are a and 0, otherwise b and a − b. So P(y) = p(y).
+#
+# When p = q, Z = 0: nothing is ever rejected and the residual is never needed. On the A/B
+# example: kept mass (0.6, 0.2), Z = 0.2 = max(0, 0.6 − 0.8) + max(0, 0.4 − 0.2), residual
+# (0, 1), output (0.6, 0.2) + 0.2 · (0, 1) = (0.6, 0.4).
+#
+# The same three quantities computed with the project's own `acceptance_probability` and
+# `residual_distribution`, on the A/B example and on 2 000 random pairs (random vocabulary
+# sizes, some tokens with q = 0 and some with p = 0, a few pairs with p = q):
+
+# %%
+def proof_terms(p, q):
+    # p [V], q [V] (float64) -> (kept mass [V], P(reject), output law [V]), term by term
+    kept = np.array([q[x] * acceptance_probability(p[x], q[x]) if q[x] > 0 else 0.0
+                     for x in range(len(p))])
+    z = 1.0 - kept.sum()
+    return kept, z, kept + z * residual_distribution(p, q)
+
+
+def random_distribution(V, rng):
+    d = rng.dirichlet(np.full(V, 0.5))
+    d[rng.random(V) < 0.25] = 0.0  # tokens one side never gives (top-k, a point mass, ...)
+    if d.sum() == 0:
+        d[rng.integers(V)] = 1.0
+    return d / d.sum()
+
+
+rng = np.random.default_rng(5)
+pairs = [(p, q)]  # the A/B example first
+for trial in range(2_000):
+    V = int(rng.integers(2, 40))
+    p_r = random_distribution(V, rng)
+    pairs.append((p_r, p_r.copy() if trial % 100 == 0 else random_distribution(V, rng)))
+worst = {"kept - min(p, q)": 0.0, "Z - Σ max(0, p - q)": 0.0, "output - p": 0.0}
+for p_r, q_r in pairs:
+    kept, z, out = proof_terms(p_r, q_r)
+    worst["kept - min(p, q)"] = max(worst["kept - min(p, q)"],
+                                    np.abs(kept - np.minimum(p_r, q_r)).max())
+    worst["Z - Σ max(0, p - q)"] = max(worst["Z - Σ max(0, p - q)"],
+                                       abs(z - np.maximum(p_r - q_r, 0).sum()))
+    worst["output - p"] = max(worst["output - p"], np.abs(out - p_r).max())
+kept, z, out = proof_terms(p, q)
+print(f"A/B: kept {kept}, P(reject) Z = {z:.2f}, output {out}")
+print(f"{len(pairs)} pairs, largest |difference| (float64 rounding only):")
+for name, value in worst.items():
+    print(f"    {name:22s} {value:.1e}")
+for name, value in worst.items():  # each line of the proof, to float64 rounding
+    assert value < 1e-12, f"{name}: expected 0 to float64 rounding, got {value:.1e}"
+
+# %% [markdown]
 # Samples fluctuate; the **exact law** does not. `verify_law(p_target, q_draft, drafts)`
 # propagates probability through the same rule in float64 and returns
 # {(accepted, token): probability}. Averaging over the draft x ~ q gives the law of the first
@@ -169,13 +235,15 @@ spec = speculative_generate(target, ModelDrafter(draft), prompt, k=4, max_new_to
 for r in spec.trace:
     agree = r.p_rows[: len(r.draft_tokens)].argmax(axis=1) == r.draft_tokens
     leading = int(np.argmin(agree)) if not agree.all() else len(agree)
-    assert r.accepted == leading and r.token == int(r.p_rows[r.accepted].argmax())
+    assert r.accepted == leading and r.token == int(r.p_rows[r.accepted].argmax()), (
+        f"expected {leading} accepted and argmax {int(r.p_rows[leading].argmax())}, "
+        f"got {r.accepted} accepted and token {r.token}")
 plain = generate(target, prompt, max_new_tokens=48, rng=np.random.default_rng(0),
                  sampling=GREEDY, eos_id=EOS)
 print(f"{spec.stats.rounds} rounds: every verdict = 'accept while argmax(p) == draft', "
       "every new token = argmax of its row")
 print("speculative greedy output == plain greedy output:", spec.tokens == plain)
-assert spec.tokens == plain
+assert spec.tokens == plain, "expected speculative greedy to write plain greedy's tokens"
 print(repr(decode(prompt) + decode(spec.tokens)))
 
 # %% [markdown]
@@ -193,7 +261,8 @@ q_point = one_hot(np.array(x), len(p_row), np.float64)
 law = first_token_law(p_row, q_point, q_point)
 print(f"point-mass draft {quoted(x)}: accepted with probability p(x) = {p_row[x]:.3f}")
 print("max |output law - p| =", float(np.abs(law - p_row).max()))
-assert np.abs(law - p_row).max() < 1e-12  # "still exactly p"
+assert np.abs(law - p_row).max() < 1e-12, (  # "still exactly p"
+    f"expected the point-mass law to be p, max difference {np.abs(law - p_row).max():.1e}")
 
 # %% [markdown]
 # Judging such a draft with some *soft* q instead (say, a model's distribution that was not
@@ -238,11 +307,18 @@ print(f"the processed target can emit {np.count_nonzero(p_s)} tokens; "
 
 # what the reading below says, checked on these laws
 tv = {name: 0.5 * np.abs(law - p_s).sum() for name, law in laws.items()}
-assert tv["correct: processed p and q"] < 1e-12
-assert laws["target skips the transforms"][outside].sum() > 1e-3  # forbidden tokens come out
-assert tv["draft reports the raw q"] > 1e-3  # the law is bent
-assert tv["draft skips them entirely"] < 1e-12  # still exact ...
-assert np.minimum(p_s, q_raw).sum() < np.minimum(p_s, q_s).sum()  # ... but accepted less
+assert tv["correct: processed p and q"] < 1e-12, (
+    f"expected the correct rule to give p exactly, TV {tv['correct: processed p and q']:.1e}")
+forbidden = laws["target skips the transforms"][outside].sum()
+assert forbidden > 1e-3, f"expected removed tokens to come out, their mass is {forbidden:.1e}"
+assert tv["draft reports the raw q"] > 1e-3, (
+    f"expected a bent law, TV only {tv['draft reports the raw q']:.1e}")
+assert tv["draft skips them entirely"] < 1e-12, (  # still exact ...
+    f"expected a draft that skips the transforms to stay exact, TV "
+    f"{tv['draft skips them entirely']:.1e}")
+assert np.minimum(p_s, q_raw).sum() < np.minimum(p_s, q_s).sum(), (  # ... but accepted less
+    f"expected less acceptance with the raw q: {np.minimum(p_s, q_raw).sum():.3f} vs "
+    f"{np.minimum(p_s, q_s).sum():.3f}")
 
 # %%
 path = plot_law_comparison(p_s, laws, FIGURES / "sampling_transforms_law.png", top=10,

@@ -45,11 +45,14 @@ from IPython.display import Image, display
 
 from lab.bundled import bundled_pair_available, load_bundled_pair
 from lab.figures import plot_cache_rounds
+from lab.machine import describe_machine, use_blas_threads
 from lab.report import describe_round
 from lab.standins import random_pair
 from reference import ModelDrafter, SamplingParams, probabilities, speculative_generate
 from reference.tokenizer import EOS, encode
 
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+print(describe_machine().line())
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
 
@@ -105,11 +108,15 @@ for r in trace:
     c, k_r, n = r.context_len, len(r.draft_tokens), r.accepted
     t_before, t_end, t_after = r.target_cache
     d_before, d_end, d_after = r.draft_cache
-    assert t_before == c - 1 and t_end == c + k_r and t_after == c + n
+    assert (t_before, t_end, t_after) == (c - 1, c + k_r, c + n), (
+        f"target cache: expected {(c - 1, c + k_r, c + n)}, got {(t_before, t_end, t_after)}")
     if k_r == 0:  # a last round with room for one token only: nothing drafted, draft untouched
-        assert d_before == d_end == d_after
+        assert d_before == d_end == d_after, (
+            f"expected an untouched draft cache, got {(d_before, d_end, d_after)}")
         continue
-    assert d_end == c + k_r - 1 and d_after == c + min(n, k_r - 1)
+    assert (d_end, d_after) == (c + k_r - 1, c + min(n, k_r - 1)), (
+        f"draft cache: expected end, after {(c + k_r - 1, c + min(n, k_r - 1))}, "
+        f"got {(d_end, d_after)}")
     catch_ups += (c - d_before) == 2
 print(f"{len(trace)} rounds: every pointer as in the table; the draft caught up two tokens "
       f"{catch_ups} times (after a round where all drafts were accepted)")
@@ -155,5 +162,8 @@ print(f"draft cache holds {len(held)} of {len(sequence)} committed tokens; "
 # `length += n`. The rejected slots still hold stale numbers, and they are harmless: attention
 # reads slots `[0, end)` only, and the next write overwrites them. One pointer for all layers
 # means the commit boundary cannot differ between layers. Tree drafts (several branches
-# verified at once) would need one more step — gathering the accepted path's slots into a
-# contiguous run — which this linear reference does not do.
+# verified at once) need one more step: the accepted path's slots are scattered among its
+# rejected siblings', so before the commit they are gathered into a contiguous run right
+# after the committed slots. `compact` in `reference/tree.py` does that copy, in every
+# layer at once; notebook 11 (§4) runs it on a real round. A chain, as here, never needs
+# it: its accepted drafts already sit first among the temporary slots.

@@ -45,7 +45,6 @@ from IPython.display import Image, display
 
 from lab.bench import CODE_PROMPTS, timed
 from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.costs import measure_costs
 from lab.fast_cpu import fast
 from lab.figures import (
     plot_accepted_histogram,
@@ -53,11 +52,15 @@ from lab.figures import (
     plot_pipeline,
     plot_token_fates,
 )
+from lab.machine import describe_machine, use_blas_threads
 from lab.report import render_tokens, stats_table
+from lab.session_costs import session_costs
 from lab.standins import random_pair
 from reference import ModelDrafter, SamplingParams, generate, speculative_generate
 from reference.tokenizer import EOS, encode
 
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+print(describe_machine().line())
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
 
@@ -124,25 +127,28 @@ display(Image(filename=str(path)))
 #
 # The autoregressive baseline makes one target call per token. Speculative decoding makes
 # one target call per round plus k small draft calls. Counting calls alone, the run above
-# would be about four times faster (120 tokens from 28 target calls: 4.3 tokens per call).
-# It is not, because a call is not a call:
+# would be faster by its tokens per round (the statistics: emitted / target calls). It is not,
+# because a call is not a call:
 #
 # * each round also makes k draft steps, each costing c target steps;
 # * the round's target call covers k + 1 positions, and costs v(k + 1) one-token steps —
-#   on this CPU far more than 1 (notebook 01).
+#   one step in Leviathan et al.'s model, more on many CPUs (notebook 01).
 #
-# So with t tokens per round the prediction is t / (k·c + v(k+1)), not t. We measure c and
-# v(5) for the plain model used above and for the CPU fast path (`lab/fast_cpu.py`, what the
-# demo and the bench run), then time both loops with each. One run each, so the measured
-# ratios are rough; notebook 08 and `specdec bench` measure properly.
+# So with t tokens per round the prediction is t / (k·c + v(k+1)), not t. We take c and v(5)
+# for the plain model used above and for the CPU fast path (`lab/fast_cpu.py`, what the demo
+# and the bench run) from the session's one measurement (`lab/session_costs.py`): the same
+# numbers notebook 01 printed, if it ran within the hour on this machine with the same
+# threads (each line says whether the numbers were measured now or reused). Then we time
+# both loops with each. One run each, so the measured ratios are rough; notebook 08 and
+# `specdec bench` measure properly.
 
 # %%
 tokens_per_round = result.stats.mean_tokens_per_round
-context = np.concatenate([prompt, result.tokens[:40]])
 rows = {}
 for name, (t_model, d_model) in {"plain": (target, draft),
                                  "fast path": (fast(target), fast(draft))}.items():
-    costs = measure_costs(t_model, d_model, context, max_T=k + 1, repeats=15)
+    shared = session_costs(t_model, d_model)  # c and v(T), once per session
+    costs = shared.profile
     ar, ar_s = timed(generate, t_model, prompt, max_new_tokens=120,
                      rng=np.random.default_rng(0), sampling=sampling, eos_id=EOS)
     sd, sd_s = timed(speculative_generate, t_model, ModelDrafter(d_model), prompt, k=k,
@@ -151,30 +157,40 @@ for name, (t_model, d_model) in {"plain": (target, draft),
     measured = (len(sd.tokens) / sd_s) / (len(ar) / ar_s)
     predicted = tokens_per_round / (k * costs.c + costs.verify_cost(k + 1))
     rows[name] = (costs.c, costs.verify_cost(k + 1), predicted, measured)
-    print(f"{name:9s}  c = {costs.c:.3f}  v({k + 1}) = {costs.verify_cost(k + 1):.2f}   "
-          f"AR {len(ar) / ar_s:4.0f} tok/s, speculative {len(sd.tokens) / sd_s:4.0f} tok/s   "
-          f"predicted {predicted:.2f}x, measured {measured:.2f}x")
+    print(f"{name:9s}  c = {costs.c:.3f}  v({k + 1}) = {costs.verify_cost(k + 1):.2f} "
+          f"({shared.origin()})")
+    print(f"           AR {len(ar) / ar_s:4.0f} tok/s, speculative {len(sd.tokens) / sd_s:4.0f} "
+          f"tok/s   predicted {predicted:.2f}x, measured {measured:.2f}x")
 print(f"counting target calls only: {tokens_per_round:.2f}x")
 print("(different samples: equal laws, not equal text — the random numbers are used differently)")
+for name, (_c, _v, predicted, measured) in rows.items():
+    off = {"the prediction": abs(np.log(measured / predicted)),  # how far, as a factor
+           "the call count": abs(np.log(measured / tokens_per_round))}
+    print(f"{name}: {min(off, key=off.get)} came closer to the measured speedup here")
 
-# the claims above, checked on this run
-assert result.stats.rounds < len(result.tokens) / 3, "about four times fewer target calls"
-for name, (_c, v, predicted, measured) in rows.items():
-    assert v > 1.2, f"{name}: verifying {k + 1} positions should cost more than one step"
-    assert measured < 0.75 * tokens_per_round, f"{name}: near the call count after all?"
-    # the prediction is closer to the measurement than the call count is
-    assert abs(np.log(measured / predicted)) < abs(np.log(measured / tokens_per_round)), name
+# facts of the run above: counts, not times (the same on any machine, for these seeds)
+assert result.stats.rounds < len(result.tokens) / 3, (
+    f"about four times fewer target calls than tokens expected; "
+    f"{result.stats.rounds} rounds for {len(result.tokens)} tokens"
+)
+assert 1 <= tokens_per_round <= k + 1, f"a round emits 1 to k + 1 tokens, got {tokens_per_round}"
+for name, (c, v, predicted, measured) in rows.items():
+    assert min(c, v, predicted, measured) > 0, (
+        f"{name}: c, v, predicted and measured should all be positive, got {rows[name]}"
+    )
 
 # %% [markdown]
-# The prediction t / (k·c + v(k+1)) is much closer to the measurement than the call count
-# is: the bet of speculative decoding pays in proportion to how cheap a (k+1)-position pass
-# is next to a one-token step, and on this CPU it is not cheap. (Timings on a shared
-# machine move from run to run by tens of percent; notebook 01 measures v with more care.)
-# The prediction is rough either way: it leaves out the speculative loop's own work (the
-# accept/reject decision, cache bookkeeping), which makes the real speedup smaller, and the
-# sampling step the autoregressive loop pays after every token on top of the forward pass
-# that c and v are measured against, which makes it larger. `specdec bench` times each
-# stage separately.
+# How close the prediction t / (k·c + v(k+1)) comes depends on the machine: the bet of
+# speculative decoding pays in proportion to how cheap a (k+1)-position pass is next to a
+# one-token step, and the printed v(5) says how cheap it is here. Where v(k+1) is well above
+# 1, as on many CPUs, the call count overstates the speedup by far and the prediction lands
+# much closer; on hardware with v ≈ 1 and a cheap draft the two come close together.
+# (Timings on a shared machine move from run to run by tens of percent.) The prediction is
+# rough either way: it leaves out the speculative loop's own work (the accept/reject
+# decision, cache bookkeeping), which makes the real speedup smaller, and the sampling step
+# the autoregressive loop pays after every token on top of the forward pass that c and v are
+# measured against, which makes it larger. c and v are also measured after a fixed 128-token
+# context, not this run's. `specdec bench` times each stage separately.
 
 # %% [markdown]
 # **The three things to remember** (the article's summary, in our terms):

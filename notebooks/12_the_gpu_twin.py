@@ -58,10 +58,13 @@ from gpu.verification import decide
 from lab.bench import CODE_PROMPTS
 from lab.bundled import bundled_pair_available, load_bundled_pair
 from lab.figures.style import colour_for, save
+from lab.machine import describe_machine, use_blas_threads
 from lab.standins import random_pair
 from reference.sampling import GREEDY, SamplingParams
 from reference.tokenizer import decode, encode
 
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+print(describe_machine().line())
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 ROOT = Path(gpu.__file__).resolve().parents[1]  # the repository
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
@@ -267,7 +270,9 @@ for u in ([0.10, 0.30], [0.10, 0.70], [0.74, 0.20], [0.76, 0.20], [0.90, 0.95]):
            else "rejected (u_0 >= 0.75), residual (0, 1)")
     print(f"  {u[0]:.2f}  {u[1]:.2f} |       ({ref.accepted}, {names[ref.token]})         |"
           f"      ({n}, {names[token]})       | {why}")
-    assert (n, token) == (ref.accepted, ref.token)
+    assert (n, token) == (ref.accepted, ref.token), (
+        f"u = {u}: expected decide to give the reference's {(ref.accepted, ref.token)}, "
+        f"got {(n, token)}")
 
 # %% [markdown]
 # Identical, uniform by uniform. With k = 1 both rules use u_1 for the last token. For
@@ -355,9 +360,11 @@ display(Image(filename=str(path)))
 # The red and blue curves are 1 / (mean tokens per round) — the same number notebook 08
 # reads as "target calls per token". On a CPU a sync costs nothing, so this picture says
 # nothing about speed there. On a GPU each sync is the device idling while Python reads a
-# number and queues the next kernels; for a model this small, that idle time is a large
-# part of a step (section 5), so the number of syncs per token is one of the two figures
-# that set the speed. What one sync costs on a given device is measured there, not here.
+# number and queues the next kernels. For a model this small we *expect* that idle time to
+# be a large part of a step, which would make syncs per token one of the two figures that
+# set the speed; but that is an expectation, not a measurement. No device run is recorded
+# yet (section 5 says what is pending), so how much one sync costs, and how much of a step
+# it is, remain open here.
 #
 # **A batch pays the same single sync for all its sequences.** The twin of the ragged batch
 # (`gpu.speculative_generate_batch`, the twin of `reference/batch.py`, see `docs/batch.md`)
@@ -395,11 +402,14 @@ for name, model in (("target", target), ("draft", draft)):
 # a sliver of the time it takes the host to *ask* for them: every `xp` operation of a
 # forward pass (each matmul, each elementwise step of a LayerNorm, the softmax's max, exp,
 # sum and division) launches at least one kernel, and a launch costs host time whatever
-# the size of the array. So for this model a forward pass should cost roughly its number of
-# launches, which grows with the number of layers and not with the number of rows: one pass
-# over k + 1 positions costing about what one position costs, the article's §7 in its
-# strongest form (how close a device comes is one of the pending measurements). Counted
-# here: forward calls per generated token, target and draft.
+# the size of the array. So for this model we expect a forward pass to cost roughly its
+# number of launches, which grows with the number of layers and not with the number of
+# rows; if so, one pass over k + 1 positions would cost about what one position costs. That
+# is a different reason from the article's §7, which is about memory bandwidth: there the
+# k positions share one read of the weights, and a wider product has more arithmetic per
+# byte read. Here the rows would share the launches. Neither claim is measured on a device
+# in this repository yet (section 5): until then, take this paragraph as a prediction.
+# Counted here, exactly: forward calls per generated token, target and draft.
 
 # %%
 FORWARD = gpu.model.GPT.residual_unchecked.__code__  # every forward pass runs it once
@@ -520,7 +530,8 @@ else:
 #    token for token, sampled runs equal it in law (`make oracle-gpu`).
 # 2. What a GPU changes is where the host waits. The reference's round reads about 3k
 #    values back into Python; the twin's round reads one packed array.
-# 3. For a model this small a GPU step is priced in launches and syncs, not FLOPs: one pass
-#    over k + 1 rows should cost about what one row costs, and one sync per round divides
-#    the autoregressive loop's sync per token by the tokens per round. The device figures
-#    that test this are pending until `scripts/gpu_check.sh` runs on a GPU.
+# 3. What is counted holds on any machine: one sync per round divides the autoregressive
+#    loop's sync per token by the tokens per round. What is expected is not yet measured:
+#    that for a model this small a GPU step is priced in launches and syncs rather than
+#    FLOPs, so that one pass over k + 1 rows costs about what one row costs. The device
+#    figures that would test it are pending until `scripts/gpu_check.sh` runs on a GPU.

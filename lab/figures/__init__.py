@@ -20,6 +20,7 @@ import matplotlib
 # before any submodule imports pyplot: figures are written to files, never shown
 matplotlib.use("Agg")
 
+from lab.figures.batch import plot_batch_acceptance, plot_batch_pass  # noqa: E402
 from lab.figures.bench import (  # noqa: E402
     plot_acceptance_vs_k,
     plot_accepted_histogram,
@@ -52,6 +53,8 @@ __all__ = [
     "plot_accepted_histogram",
     "plot_acceptance_example",
     "plot_acceptance_vs_k",
+    "plot_batch_acceptance",
+    "plot_batch_pass",
     "plot_cache_rounds",
     "plot_causal_mask",
     "plot_draft_rows",

@@ -38,6 +38,7 @@ EXPECTED = [
     "10_drafting_without_a_second_model",
     "11_tree_drafts",
     "12_the_gpu_twin",
+    "13_ragged_batches",
 ]
 CELL_TIMEOUT_S = 120  # generous: a notebook is meant to run in well under 30 s in total
 NOTEBOOK_BUDGET_S = 90  # fail loudly if one notebook becomes much slower than intended
@@ -57,6 +58,29 @@ def test_the_course_is_complete():
         assert source.with_suffix(".ipynb").is_file(), (
             f"{source.name} has no rendered notebook: run .venv/bin/python notebooks/render.py"
         )
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=ids(SOURCES))
+def test_every_notebook_chooses_its_blas_threads_and_names_its_machine(source):
+    """JupyterLab's "Run All", `make lab` and render.py must measure the same thing: the first
+    code cell sets the BLAS threads (lab.machine.use_blas_threads) and prints the machine."""
+    nb = jupytext.read(source)
+    first = next(c.source for c in nb.cells if c.cell_type == "code")
+    assert "use_blas_threads()" in first, f"{source.name}: its first code cell sets no threads"
+    assert "describe_machine()" in first, f"{source.name}: its first code cell names no machine"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=ids(SOURCES))
+def test_every_assert_in_a_notebook_says_what_it_expected(source):
+    """An assert without a message fails a student's run with an empty AssertionError."""
+    import ast
+
+    bare = [
+        node.lineno
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, ast.Assert) and node.msg is None
+    ]
+    assert not bare, f"{source.name}: asserts without a message at lines {bare}"
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=ids(SOURCES))
