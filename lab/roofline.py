@@ -191,6 +191,7 @@ def main(argv=None) -> None:
     from lab.bundled import load_bundled_pair
     from lab.fast_cpu import fast
     from lab.figures import plot_roofline
+    from lab.machine import describe_machine
 
     parser = argparse.ArgumentParser(
         prog="python -m lab.roofline", description=__doc__.split("\n")[0]
@@ -215,8 +216,10 @@ def main(argv=None) -> None:
             for name, model in models.items()
         }
         draft_step = time_append(fast(draft), context, 1, 10 * args.repeats)
+        machine = describe_machine().line()
     floors = {T: floor_seconds(target, T, S + T, rates) for T in Ts}
     draft_floor = floor_seconds(draft, 1, S + 1, rates)
+    print(f"Machine: {machine}")
     print(
         f"BLAS threads: {args.threads}; bandwidth (one-row products over the target's weights) "
         f"{rates.bandwidth / 1e9:.1f} GB/s, a 256 MiB sum {rates.dram_bandwidth / 1e9:.1f} GB/s; "

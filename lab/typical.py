@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -86,14 +85,10 @@ class TradeoffReport:
 
 
 def machine_name() -> str:
-    # "<cpu model>, <n> cores" from /proc/cpuinfo where there is one
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        model = next(x.split(":", 1)[1].strip() for x in lines if x.startswith("model name"))
-        cores = sum(x.startswith("processor") for x in lines)
-        return f"{model}, {cores} cores"
-    except (OSError, StopIteration):
-        return platform.machine()
+    # CPU, cores, BLAS library, its kernel and threads (lab/machine.py)
+    from lab.machine import describe_machine
+
+    return describe_machine().line()
 
 
 # ------------------------------------------------------------------------------------------

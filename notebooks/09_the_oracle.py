@@ -46,6 +46,7 @@ from IPython.display import Image, display
 
 import reference
 from lab.figures import plot_oracle_power
+from lab.machine import describe_machine, use_blas_threads
 from reference import speculative_generate, verify
 
 ROOT = Path(reference.__file__).resolve().parents[1]  # the repository, to import its tests
@@ -54,6 +55,8 @@ from tests.distribution.broken import VARIANTS  # noqa: E402
 from tests.distribution.cases import LOOP_SETUPS, VERIFY_SETUPS, run_loop_setup  # noqa: E402
 from tests.distribution.oracle import ALPHA, loop_laws, max_abs_difference  # noqa: E402
 
+use_blas_threads()  # one BLAS thread unless $SPECDEC_BLAS_THREADS says otherwise
+print("machine:", describe_machine().line())
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 
 # %% [markdown]

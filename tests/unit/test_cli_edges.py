@@ -286,6 +286,17 @@ def test_bench_names_the_machine_in_its_report_and_json(tmp_path, capsys):
     assert data["machine"]["kernel"] == machine.kernel and data["machine"]["threads"] == 1
     assert set(data["fast_path_kept_rows"]) == {"target", "draft"}
     assert data["plain_costs"]["v"]["3"] > 0
+    # lab.bench_summary reads the same file into one row per run (README's machine table)
+    from lab.bench_summary import main as summary_main
+
+    capsys.readouterr()
+    assert summary_main([str(tmp_path)]) == 0
+    row = capsys.readouterr().out.splitlines()[-1]
+    best = max(data["points"], key=lambda p: p["speedup"])
+    for words in (machine.cpu, machine.kernel, f"k = {best['k']}: **{best['speedup']:.2f}x**"):
+        assert words in row, (words, row)
+    assert summary_main([str(tmp_path / "nothing")]) == 2
+    assert "no bench.json" in capsys.readouterr().err
 
 
 def test_bench_random_transformers_row_uses_the_same_random_weights(capsys, tmp_path, monkeypatch):
