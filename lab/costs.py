@@ -15,6 +15,7 @@ v(k+1) = time(forward over k+1 new positions) / time(forward over 1), measured:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -81,3 +82,34 @@ def measure_costs(
         draft_step=time_append(draft, context, 1, repeats),
         target_append=appends,
     )
+
+
+DRAFT_RUN = 3  # draft steps timed back to back in each pass, as a round drafts k in a row
+
+
+def measure_interleaved(
+    target: GPT, draft: GPT, context: np.ndarray, max_T: int, passes: int
+) -> CostProfile:
+    # the cycle of lab.costs.time_append (context cached once, then a timed pass over T new
+    # positions and a rollback, so every pass sees the same cache), but with the T's taken in
+    # turn, pass by pass, and the fastest pass of each kept. The draft steps DRAFT_RUN times
+    # in a row, as it drafts: its first step after a target pass finds its small weights
+    # pushed out of the CPU caches by the target's, the next ones find them there.
+    time_append(target, context, 1, 3)  # warm-up: a process's first BLAS calls are slower
+    caches = {}
+    for model in (target, draft):
+        caches[id(model)] = cache = model.new_cache()
+        model.forward(context, cache)
+        cache.commit(len(context))
+    runs = [(target, T) for T in range(1, max_T + 1)] + [(draft, 1)] * DRAFT_RUN
+    best = {}  # (model, T) -> seconds
+    for _ in range(passes):
+        for model, T in runs:
+            cache = caches[id(model)]
+            start = time.perf_counter()
+            model.forward(context[:T], cache)
+            seconds = time.perf_counter() - start
+            cache.rollback()
+            best[id(model), T] = min(best.get((id(model), T), math.inf), seconds)
+    appends = {T: best[id(target), T] for T in range(1, max_T + 1)}
+    return CostProfile(target_step=appends[1], draft_step=best[id(draft), 1], target_append=appends)

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from lab.bench import CODE_PROMPTS
-from lab.costs import CostProfile, time_append
+from lab.costs import DRAFT_RUN, CostProfile, measure_interleaved
 from lab.machine import describe_machine
 from reference.model import GPT
 from reference.tokenizer import encode
@@ -45,7 +45,6 @@ from reference.tokenizer import encode
 MAX_T = 9  # verification of up to k = 8 drafts, the largest k the notebooks sweep
 CONTEXT_TOKENS = 128  # the cached context every pass runs after
 PASSES = 15  # timed passes per T (and of the draft step), the fastest kept
-DRAFT_RUN = 3  # draft steps timed back to back in each pass, as a round drafts k in a row
 MAX_AGE_S = 3600.0
 METHOD = f"fastest of {PASSES} interleaved passes, T = 1..{MAX_T}, draft x{DRAFT_RUN}"
 
@@ -71,34 +70,6 @@ def session_context(n_ctx: int) -> np.ndarray:
     # of the context window, so that every pass leaves room)
     tokens = np.concatenate([encode(text) for text in CODE_PROMPTS] * 3)
     return tokens[: min(CONTEXT_TOKENS, n_ctx // 4)]
-
-
-def measure_interleaved(
-    target: GPT, draft: GPT, context: np.ndarray, max_T: int, passes: int
-) -> CostProfile:
-    # the cycle of lab.costs.time_append (context cached once, then a timed pass over T new
-    # positions and a rollback, so every pass sees the same cache), but with the T's taken in
-    # turn, pass by pass, and the fastest pass of each kept. The draft steps DRAFT_RUN times
-    # in a row, as it drafts: its first step after a target pass finds its small weights
-    # pushed out of the CPU caches by the target's, the next ones find them there.
-    time_append(target, context, 1, 3)  # warm-up: a process's first BLAS calls are slower
-    caches = {}
-    for model in (target, draft):
-        caches[id(model)] = cache = model.new_cache()
-        model.forward(context, cache)
-        cache.commit(len(context))
-    runs = [(target, T) for T in range(1, max_T + 1)] + [(draft, 1)] * DRAFT_RUN
-    best = {}  # (model, T) -> seconds
-    for _ in range(passes):
-        for model, T in runs:
-            cache = caches[id(model)]
-            start = time.perf_counter()
-            model.forward(context[:T], cache)
-            seconds = time.perf_counter() - start
-            cache.rollback()
-            best[id(model), T] = min(best.get((id(model), T), math.inf), seconds)
-    appends = {T: best[id(target), T] for T in range(1, max_T + 1)}
-    return CostProfile(target_step=appends[1], draft_step=best[id(draft), 1], target_append=appends)
 
 
 def model_key(model: GPT) -> str:
