@@ -3,9 +3,10 @@
     .venv/bin/python -m lab.bench_summary bench-a/ bench-b/ ...   # folders holding bench.json
 
 The same command gives different numbers on different CPUs, BLAS kernels and thread counts
-(DESIGN.md §7). This table puts runs of several machine types side by side, each row read
-from that run's own bench.json, so a figure quoted in README or docs/benchmarks.md names the
-run and machine it came from and the range over machine types is read, not retyped.
+(docs/benchmarks.md, "Every machine"). This table puts runs of several machine types side by
+side, each row read from that run's own bench.json, so a figure quoted in README or
+docs/benchmarks.md names the run and machine it came from and the range over machine types
+is read, not retyped.
 """
 
 from __future__ import annotations

@@ -13,7 +13,15 @@ import numpy as np
 from lab.bench import AR_DECODE, SPEC_DECODE
 from lab.bundled import MODELS_DIR as BUNDLED
 from lab.bundled import bundled_pair_available
-from lab.drafting import DRAFTERS, SELF_DRAFTERS, generate_function, make_drafter
+from lab.drafting import (
+    DRAFTERS,
+    SELF_DRAFTERS,
+    TREE_DRAFTERS,
+    TREE_WIDTHS,
+    describe_tree,
+    generate_function,
+    make_drafter,
+)
 from lab.fast_cpu import fast
 from lab.grading import add_grade_parser
 from lab.machine import describe_machine
@@ -144,6 +152,11 @@ def cmd_demo(args) -> int:
     check_k(1 if args.k is None else args.k, args.max_new_tokens)
     check_drafter(args.drafter, args.backend)
     tree_widths(args)
+    if args.k is not None and drafter_is_tree(args):
+        raise ValueError(
+            f"-k is a chain's draft length; --drafter {args.drafter} drafts a tree whose depth "
+            "is set by --tree (children per node at each depth): leave -k out"
+        )
     if args.show_rounds < 0:
         raise ValueError(f"--show-rounds must be >= 0, got {args.show_rounds}")
     text = prompt_text(args)
@@ -218,7 +231,8 @@ def cmd_demo(args) -> int:
         "speculative_tps": len(spec.tokens) / spec_clock.total(*SPEC_DECODE),
     }
     print("\nstatistics (one run each, decode phase; `specdec bench` measures properly):")
-    print(stats_table(spec.stats, timings))
+    shape = describe_tree(args.drafter, tree_widths(args)) if drafter_is_tree(args) else None
+    print(stats_table(spec.stats, timings, tree=shape))
     if sampling.greedy:
         same = "yes" if ar == spec.tokens else "NO"
         print(f"\ngreedy: speculative output identical to autoregressive output: {same}")
@@ -228,6 +242,12 @@ def cmd_demo(args) -> int:
 
 
 DEMO_K = 4  # k for drafters whose k is not chosen by measurement
+
+
+def drafter_is_tree(args) -> bool:
+    return args.drafter in TREE_DRAFTERS
+
+
 AUTO_K_MAX = 8  # the largest k the measured choice considers
 
 
@@ -237,6 +257,9 @@ def demo_k(args, target, draft, prompt, sampling) -> tuple[int, str]:
     # (lab/choose_k.py): a fixed k loses on CPUs whose kernels make long passes dear.
     if args.k is not None:
         return args.k, ""
+    if drafter_is_tree(args):  # -k was refused: the depth comes from the shape
+        depth = min(len(tree_widths(args) or TREE_WIDTHS[args.drafter]), args.max_new_tokens)
+        return depth, f"k={depth}: the tree's depth (--tree sets it; -k is for chain drafters)"
     if args.drafter != "model" or args.backend != "cpu":
         return min(DEMO_K, args.max_new_tokens), (
             f"k={min(DEMO_K, args.max_new_tokens)}: the fixed default (-k is chosen by "
@@ -732,7 +755,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="draft length per round (at most --max-new-tokens); default: chosen on this "
         "machine from its measured costs and the pair's acceptance (--drafter model), "
-        f"else {DEMO_K}",
+        f"the tree's depth for tree drafters (which refuse -k: --tree sets it), else {DEMO_K}",
     )
     demo.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     demo.add_argument(

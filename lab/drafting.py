@@ -22,6 +22,7 @@ SELF_DRAFTERS = ("early-exit", "heads", "lookup+heads", "tree", "tree-wide", "tr
 # Tree shapes by name (widths per depth). Top-b point masses: exact at any temperature, and
 # at greedy the only rule whose siblings differ (sampling a one-hot q repeats one token).
 TREE_WIDTHS = {"tree": (2, 1, 1, 1), "tree-wide": (3, 1, 1), "tree-heads": (3, 2, 2, 1)}
+TREE_DRAFTERS = tuple(TREE_WIDTHS)  # their k is the tree's depth, len(widths)
 HEADS_TREE_NODES = 10
 
 # The exit layer of `early-exit`: after 2 of the bundled target's 6 blocks. Its trained exit
@@ -75,6 +76,19 @@ def make_drafter(
     if name == "lookup+heads":
         return core.HybridDrafter(lookup, core.HeadsDrafter(target, trained_heads(self_draft_dir)))
     return core.HybridDrafter(lookup, core.ModelDrafter(draft, min_confidence))
+
+
+def describe_tree(name: str, tree_widths: tuple[int, ...] | None = None) -> str:
+    # "2,2,1 (children per node at depths 1..3; 10 candidates)": a tree drafter's shape
+    widths = tree_widths or TREE_WIDTHS[name]
+    candidates, level = 0, 1
+    for b in widths:
+        level *= b
+        candidates += level
+    text = f"{','.join(map(str, widths))} (children per node at depths 1..{len(widths)}; "
+    if name == "tree-heads" and candidates > HEADS_TREE_NODES:
+        return text + f"the {HEADS_TREE_NODES} likeliest of {candidates} candidates)"
+    return text + f"{candidates} candidates)"
 
 
 def trained_heads(self_draft_dir) -> dict:

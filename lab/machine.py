@@ -2,7 +2,8 @@
 
 A time measured here is a fact about this CPU, this BLAS library and the kernel it picked,
 and the number of threads it ran on; on a laptop with AVX2 only, or with another thread
-count, the same code gives other numbers (DESIGN.md §7). So every report names them:
+count, the same code gives other numbers (docs/benchmarks.md, "Which machines these figures
+came from"). So every report names them:
 
     >>> from lab.machine import describe_machine
     >>> print(describe_machine().line())

@@ -116,7 +116,9 @@ def methods_markdown(reports: dict[str, BenchReport], machine: str, command: str
         "repeats, speedups are ratios within each repeat (spread = min..max). c = drafting "
         "time per drafted token, draft/round = drafting time per round, v = the target's "
         "verification pass per round, all in autoregressive decode steps, from the runs' own "
-        "stage clocks. Leviathan = E(alpha, k) / (k_round c + v) with those terms.",
+        "stage clocks. Leviathan = E(alpha, k) / (k_round c + v) with those terms. A tree "
+        "row's k is its depth and its alpha counts depths as a chain's counts positions "
+        "(docs/algorithm.md, 'Tree drafts'), so c is per depth drafted.",
     ]
     for set_name, report in reports.items():
         temperatures = sorted({p.temperature for p in report.points})

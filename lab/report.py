@@ -89,8 +89,25 @@ def describe_round(n: int, r: RoundTrace, show=quoted) -> str:
     return "\n".join(lines)
 
 
-def stats_table(stats: SpeculativeStats, timings: dict[str, float] | None = None) -> str:
-    rows = [
+def stats_table(
+    stats: SpeculativeStats, timings: dict[str, float] | None = None, tree: str | None = None
+) -> str:
+    """The run's statistics, one per line. `tree` (the shape, in words) marks a tree run:
+    its rows count depths, nodes and accepted paths instead of a chain's drafts."""
+    rows = tree_rows(stats, tree) if tree is not None else chain_rows(stats)
+    if timings:
+        ar, sd = timings["autoregressive_tps"], timings["speculative_tps"]
+        rows += [
+            ("autoregressive tokens/s", f"{ar:.1f}"),
+            ("speculative tokens/s", f"{sd:.1f}"),
+            ("measured speedup", f"{sd / ar:.2f}x"),
+        ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"  {name:<{width}}  {value}" for name, value in rows)
+
+
+def chain_rows(stats: SpeculativeStats) -> list[tuple[str, str]]:
+    return [
         ("draft length k", f"{stats.k}"),
         ("rounds (target passes)", f"{stats.rounds}"),
         ("tokens emitted", f"{stats.emitted}"),
@@ -102,15 +119,24 @@ def stats_table(stats: SpeculativeStats, timings: dict[str, float] | None = None
         (f"full rounds (all {stats.k} drafted) by drafts accepted 0..k", histogram_text(stats)),
         ("stopped by", stats.stop_reason),
     ]
-    if timings:
-        ar, sd = timings["autoregressive_tps"], timings["speculative_tps"]
-        rows += [
-            ("autoregressive tokens/s", f"{ar:.1f}"),
-            ("speculative tokens/s", f"{sd:.1f}"),
-            ("measured speedup", f"{sd / ar:.2f}x"),
-        ]
-    width = max(len(name) for name, _ in rows)
-    return "\n".join(f"  {name:<{width}}  {value}" for name, value in rows)
+
+
+def tree_rows(stats: SpeculativeStats, shape: str) -> list[tuple[str, str]]:
+    # A tree's positions are its depths (1..k, k = its depth): alpha and the per-depth rates
+    # count them as a chain counts its positions (docs/algorithm.md, "Tree drafts")
+    return [
+        ("tree shape", shape),
+        ("depth k", f"{stats.k}"),
+        ("rounds (target passes)", f"{stats.rounds}"),
+        ("tokens emitted", f"{stats.emitted}"),
+        ("nodes verified per round", f"{stats.mean_nodes_per_round:.2f} ({stats.nodes} in all)"),
+        ("accepted path length per round", f"{stats.mean_accepted_per_round:.2f}"),
+        ("mean tokens per round", f"{stats.mean_tokens_per_round:.2f}"),
+        ("alpha (accepted/examined depths)", f"{stats.alpha:.3f}"),
+        ("per-depth acceptance 1..k", per_position_text(stats)),
+        (f"full-depth rounds (depth {stats.k}) by path length 0..k", histogram_text(stats)),
+        ("stopped by", stats.stop_reason),
+    ]
 
 
 def per_position_text(stats: SpeculativeStats) -> str:

@@ -69,17 +69,32 @@ class Round:
     def k(self) -> int:  # drafts proposed this round
         return len(self.draft.tokens)
 
+    @property
+    def nodes(self) -> int:  # candidates the verification pass judged: a chain's k drafts
+        return self.k
+
+    @property
+    def examined(self) -> int:  # positions judged: the accepted ones and the one rejected
+        return min(self.verification.accepted + 1, self.k)
+
 
 @dataclass
 class SpeculativeStats:
-    k: int  # draft length asked for
+    """What a run did, counted by draft position. A chain drafts one token per position; a
+    tree (reference/tree.py) drafts one or more sibling nodes per position (= depth), and its
+    accepted path takes at most one of them. So `drafted` and `accepted` count positions
+    for both, and `nodes` counts the candidates verified (a chain: its drafts)."""
+
+    k: int  # draft length asked for (a tree: its depth)
     rounds: int = 0  # target forward passes (one verification each)
-    drafted: int = 0  # draft tokens sent to verification
-    accepted: int = 0  # draft tokens accepted
-    rejections: int = 0  # rounds that ended on a rejected draft
+    drafted: int = 0  # draft positions sent to verification (a tree: its depth per round)
+    accepted: int = 0  # draft tokens accepted (a tree: the accepted paths' lengths)
+    rejections: int = 0  # rounds that ended on a rejection (a tree: every child rejected)
     emitted: int = 0  # tokens returned (after the EOS / length cut)
+    nodes: int = 0  # candidate tokens verified (a tree: every node but the root)
     accepted_per_round: list[int] = field(default_factory=list)
     drafted_per_round: list[int] = field(default_factory=list)  # k, or fewer near the end
+    nodes_per_round: list[int] = field(default_factory=list)
     reached: np.ndarray = None  # [positions] how often draft position i was examined
     accepted_at: np.ndarray = None  # [positions] how often draft position i was accepted
     stop_reason: str = ""  # "eos" or "length"
@@ -105,10 +120,11 @@ class SpeculativeStats:
             raise ValueError(f"pooled needs runs with one k, got k values {sorted(ks)}")
         total = cls(k=ks.pop(), positions=max(s.positions for s in runs))
         for s in runs:
-            for name in ("rounds", "drafted", "accepted", "rejections", "emitted"):
+            for name in ("rounds", "drafted", "accepted", "rejections", "emitted", "nodes"):
                 setattr(total, name, getattr(total, name) + getattr(s, name))
             total.accepted_per_round += s.accepted_per_round
             total.drafted_per_round += s.drafted_per_round
+            total.nodes_per_round += s.nodes_per_round
             total.reached[: s.positions] += s.reached
             total.accepted_at[: s.positions] += s.accepted_at
         return total
@@ -120,11 +136,14 @@ class SpeculativeStats:
 
     @property
     def alpha(self) -> float:
-        """Per-token acceptance alpha (Leviathan et al.): accepted / examined positions.
+        """Per-position acceptance alpha (Leviathan et al.): accepted / examined positions.
 
         A position is examined when all drafts before it were accepted; drafts after a
         rejection are never judged, so they are left out. Under the paper's i.i.d. model
-        this is the maximum-likelihood estimate of alpha = E[sum_x min(p(x), q(x))].
+        this is the maximum-likelihood estimate of alpha = E[sum_x min(p(x), q(x))]. A tree
+        is counted the same way along its walked path: a depth is examined when the walk
+        reached its parent and the parent had children, and accepted when one of them was
+        (docs/algorithm.md, "Tree drafts").
         """
         examined = self.accepted + self.rejections
         return self.accepted / examined if examined else float("nan")
@@ -132,6 +151,14 @@ class SpeculativeStats:
     @property
     def mean_tokens_per_round(self) -> float:
         return self.emitted / self.rounds if self.rounds else float("nan")
+
+    @property
+    def mean_accepted_per_round(self) -> float:  # a tree: the mean accepted path length
+        return self.accepted / self.rounds if self.rounds else float("nan")
+
+    @property
+    def mean_nodes_per_round(self) -> float:  # candidates verified per round
+        return self.nodes / self.rounds if self.rounds else float("nan")
 
     @property
     def per_position_acceptance(self) -> np.ndarray:  # [positions]: P(accept x_i | examined)
@@ -148,14 +175,21 @@ class SpeculativeStats:
         full = [a for a, d in rounds if d == self.k]
         return np.bincount(np.asarray(full, dtype=np.int64), minlength=self.positions + 1)
 
-    def record(self, k_round: int, accepted: int) -> None:
+    def record(
+        self, k_round: int, accepted: int, examined: int | None = None, nodes: int | None = None
+    ) -> None:
+        # examined: positions judged (default, a chain's: the accepted ones and the rejected
+        # one, if any); nodes: candidates verified (default, a chain's: k_round)
+        examined = min(accepted + 1, k_round) if examined is None else examined
+        nodes = k_round if nodes is None else nodes
         self.rounds += 1
         self.drafted += k_round
         self.accepted += accepted
-        self.rejections += int(accepted < k_round)
+        self.rejections += int(examined > accepted)
+        self.nodes += nodes
         self.accepted_per_round.append(accepted)
         self.drafted_per_round.append(k_round)
-        examined = min(accepted + 1, k_round)
+        self.nodes_per_round.append(nodes)
         self.reached[:examined] += 1
         self.accepted_at[:accepted] += 1
 
@@ -445,7 +479,7 @@ def run_rounds(
         k_round = round_draft_length(k, remaining)
         rnd = round_fn(target, cache, drafter, context, k_round, sampling, rng, verify_fn, clock)
         emitted = emitted_tokens(rnd.verification, rnd.draft, eos_id, remaining)
-        stats.record(rnd.k, rnd.verification.accepted)
+        stats.record(rnd.k, rnd.verification.accepted, rnd.examined, rnd.nodes)
         if rounds is not None:
             rounds.append(RoundTrace.of(traced(rnd) if traced else rnd, len(context), emitted))
         out.extend(emitted)

@@ -712,7 +712,9 @@ class HeadsTreeDrafter:
 
 @dataclass(frozen=True)
 class TreeRound:
-    """What one tree round did; `draft`, `verification` and `k` are what the loop reads."""
+    """What one tree round did. The loop reads `draft`, `verification` and the statistics'
+    three counts: `k` (the depth drafted), `nodes` (the candidates verified) and `examined`
+    (the depths the walk judged); the accepted path's length is verification.accepted."""
 
     tree: Tree
     p: np.ndarray  # [n, V] the verification pass's rows, one per node
@@ -725,6 +727,17 @@ class TreeRound:
     @property
     def k(self) -> int:  # positions drafted: the tree's depth (a chain round's k_round)
         return self.tree.depth
+
+    @property
+    def nodes(self) -> int:  # candidates verified: every node but the root
+        return self.tree.n_nodes - 1
+
+    @property
+    def examined(self) -> int:  # depths judged along the walk: the accepted ones, and the
+        # one below where it stopped if that node had children (all of them rejected)
+        path = self.result.path
+        stopped_at = path[-1] if path else 0
+        return len(path) + int(bool(self.tree.children(stopped_at)))
 
     @property
     def draft(self) -> Draft:  # the accepted path, as the chain loop sees a draft
@@ -826,15 +839,17 @@ def tree_speculative_generate(
     clock=None,
     verify_fn=None,
 ) -> SpeculativeResult:
-    # prompt [n] -> SpeculativeResult; k = the trees' depth (default: the drafter's);
+    # prompt [n] -> SpeculativeResult; k = the depth the trees are cut at (default and at
+    # most: the drafter's own depth, so the statistics never count depths no tree has);
     # verify_fn: another tree rule for every round (tree_round), None = the exact one.
     # The loop is speculative.run_rounds with tree_round: the same prefill, stop rules,
-    # statistics (per depth: "drafted" counts depths, not nodes) and trace (the accepted
-    # path of each round).
+    # statistics (per depth, as a chain's per position, plus the nodes verified: see
+    # SpeculativeStats) and trace (the accepted path of each round).
     k = drafter.depth if k is None else k
     prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
         target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
     )
+    k = min(k, drafter.depth)
     return run_rounds(
         target,
         drafter,

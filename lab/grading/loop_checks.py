@@ -29,7 +29,13 @@ from lab.grading.laws import (
     loop_joint_law,
     marginal,
 )
-from lab.grading.submission import Submission, SubmissionCrash, call_safely, show_inputs
+from lab.grading.submission import (
+    Submission,
+    SubmissionCrash,
+    call_safely,
+    call_verify,
+    show_inputs,
+)
 
 V = 5  # vocabulary of the tiny pair
 
@@ -341,7 +347,6 @@ def verify_in_loop_family() -> Family:
     """The submitted verify inside the reference loop (float32 rows of a real model)."""
 
     def outcomes(sub: Submission):
-        from lab.grading.verify_checks import call_verify
         from reference.speculative import speculative_generate
         from reference.verification import Verification
 

@@ -2,7 +2,8 @@
 
 A crash in the submission is caught once, where it is called, and turned into a
 `SubmissionCrash` that names the student's own line and the inputs that caused it; the grader
-then stops (one report, not one traceback per check).
+then stops (one report, not one traceback per check). `call_verify` also holds a submitted
+verify to its contract; both the verify checks and the in-loop checks call it from here.
 """
 
 from __future__ import annotations
@@ -170,3 +171,42 @@ def call_safely(submission: Submission, args: tuple, kwargs: dict, shown: dict):
     except Exception as error:
         where = student_line(error, submission.source)
         raise SubmissionCrash(error, where, show_inputs(**shown)) from error
+
+
+def call_verify(
+    sub: Submission, P: np.ndarray, Q: np.ndarray, drafts: tuple[int, ...], rng: np.random.Generator
+) -> tuple[int, int]:
+    # P [k+1, V], Q [k, V], drafts [k] -> (accepted, token), checked against the contract.
+    # Copies go in, so a submission that edits its arguments cannot spoil the grader's rows.
+    tokens = np.asarray(drafts, dtype=np.int64)
+    shown = {"p_target": P, "q_draft": Q, "draft_tokens": tokens}
+    result = call_safely(sub, (P.copy(), Q.copy(), tokens.copy(), rng), {}, shown)
+    k, V = len(drafts), P.shape[1]
+    if hasattr(result, "accepted") and hasattr(result, "token"):
+        accepted, token = result.accepted, result.token
+    elif isinstance(result, (tuple, list)) and len(result) == 2:
+        accepted, token = result
+    else:
+        raise contract_breach(
+            f"verify must return (accepted, token) or an object with .accepted and .token; "
+            f"it returned {result!r}",
+            shown,
+        )
+    try:
+        accepted, token = int(accepted), int(token)
+    except (TypeError, ValueError) as error:
+        message = f"verify returned non-integers ({accepted!r}, {token!r})"
+        raise contract_breach(message, shown) from error
+    if not 0 <= accepted <= k or not 0 <= token < V:
+        raise contract_breach(
+            f"verify returned ({accepted}, {token}); accepted must be in 0..k = 0..{k} and "
+            f"token in 0..V-1 = 0..{V - 1}",
+            shown,
+        )
+    return accepted, token
+
+
+def contract_breach(message: str, shown: dict) -> SubmissionCrash:
+    return SubmissionCrash(
+        ValueError(message), "the value your verify returned", show_inputs(**shown)
+    )

@@ -48,7 +48,8 @@ def prefill_cache(model: GPT, tokens) -> KVCache:
 
 
 def assert_cache_is_prefill(model: GPT, cache: KVCache, tokens, what: str = "cache") -> None:
-    """DESIGN §4: the committed slots equal a fresh prefill of the committed tokens."""
+    """The committed slots equal a fresh prefill of the committed tokens (docs/kv-cache.md,
+    'The invariant')."""
     assert cache.length == len(tokens), f"{what}: length {cache.length} != {len(tokens)} tokens"
     k, v = cache.committed()
     k_ref, v_ref = prefill_cache(model, tokens).committed()

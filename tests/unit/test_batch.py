@@ -2,7 +2,8 @@
 counts per round and different finish times, verified by ONE target pass per round.
 
 Everything is held against the single-sequence reference: each row's logits against
-`GPT.forward`, each row's cache slots against a fresh prefill (DESIGN §4), each sequence's
+`GPT.forward`, each row's cache slots against a fresh prefill (docs/kv-cache.md,
+'The invariant'), each sequence's
 greedy tokens against `generate` and `speculative_generate`.
 """
 

@@ -411,6 +411,12 @@ def test_tree_options_are_checked_before_any_work(capsys, no_work, argv, words):
     refused(capsys, argv, words)
 
 
+@pytest.mark.parametrize("drafter", ["tree", "tree-wide", "tree-heads"])
+def test_k_with_a_tree_drafter_is_refused_before_any_work(capsys, no_work, drafter):
+    """A tree's depth comes from its shape: an explicit -k is an error, not silently dropped."""
+    refused(capsys, ["demo", "--random", "--drafter", drafter, "-k", "3"], "-k", "--tree")
+
+
 def test_the_method_table_refuses_one_tree_shape_for_all(capsys, tmp_path, no_work):
     argv = BENCH + ["--out", str(tmp_path / "o"), "--drafter", "all", "--tree", "2,1"]
     refused(capsys, argv, "--tree shapes one tree drafter")
@@ -419,4 +425,26 @@ def test_the_method_table_refuses_one_tree_shape_for_all(capsys, tmp_path, no_wo
 def test_the_demo_runs_a_tree_of_the_shape_given(capsys):
     argv = ["demo", "--random", "--drafter", "tree", "--tree", "3,1", "--max-new-tokens", "8"]
     assert main(argv + ["--show-rounds", "1"]) == 0
-    assert "drafter: tree" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "drafter: tree" in out and "k=2: the tree's depth" in out
+
+
+def test_the_demo_reports_a_tree_by_depth_and_nodes_not_as_a_chain(capsys):
+    """--tree 2,2,1 has depth 3 and 2 + 4 + 4 = 10 candidates: the statistics give nodes per
+    round and one acceptance rate per depth 1..3, never a row for a 4th position or a
+    histogram of full rounds that no tree of this shape can fill."""
+    argv = ["demo", "--random", "--drafter", "tree", "--tree", "2,2,1", "--max-new-tokens", "30"]
+    assert main(argv + ["--no-colour"]) == 0
+    out = capsys.readouterr().out
+    table = out.split("\nstatistics (", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    rows = dict((part.strip() for part in line.strip().split("  ", 1)) for line in table)
+    assert rows["tree shape"] == "2,2,1 (children per node at depths 1..3; 10 candidates)"
+    assert rows["depth k"] == "3"
+    nodes = float(rows["nodes verified per round"].split()[0])
+    assert 0 < nodes <= 10, rows["nodes verified per round"]
+    assert len(rows["per-depth acceptance 1..k"].split("  ")[0].split()) == 3
+    histogram = rows["full-depth rounds (depth 3) by path length 0..k"].split("  ")[0].split()
+    assert len(histogram) == 4 and sum(map(int, histogram)) > 0, histogram
+    for chain_only in ("draft length k", "per-position acceptance", "full rounds (all"):
+        assert chain_only not in out, chain_only
+    assert "accepted path length per round" in rows and "alpha (accepted/examined depths)" in rows

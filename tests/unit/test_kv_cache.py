@@ -1,4 +1,5 @@
-"""KV cache: pointer moves, no copies, and the invariant of DESIGN §4 under any history."""
+"""KV cache: pointer moves, no copies, and the invariant under any history (docs/kv-cache.md,
+'The invariant')."""
 
 from __future__ import annotations
 

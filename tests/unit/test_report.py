@@ -133,3 +133,26 @@ def test_stats_table_rows():
     assert values["mean tokens per round"].strip() == "2.33"
     assert values["measured speedup"].strip() == "1.50x"
     assert values["stopped by"].strip() == "length"
+
+
+def test_stats_table_of_a_tree_counts_depths_nodes_and_paths():
+    """Two rounds of a depth-2 tree with 6 candidates: a path of 2 (a leaf), then all of the
+    root's children refused. alpha = 2 accepted / 3 examined depths."""
+    s = SpeculativeStats(k=2)
+    s.record(2, 2, examined=2, nodes=6)
+    s.record(2, 0, examined=1, nodes=6)
+    s.emitted, s.stop_reason = 3 + 1, "length"
+    table = report.stats_table(s, tree="2,2 (children per node at depths 1..2; 6 candidates)")
+    values = dict(
+        (name.strip(), value.strip())
+        for name, value in (line.strip().split("  ", 1) for line in table.splitlines())
+    )
+    assert values["tree shape"] == "2,2 (children per node at depths 1..2; 6 candidates)"
+    assert values["depth k"] == "2"
+    assert values["nodes verified per round"] == "6.00 (12 in all)"
+    assert values["accepted path length per round"] == "1.00"
+    assert values["mean tokens per round"] == "2.00"
+    assert values["alpha (accepted/examined depths)"] == f"{2 / 3:.3f}"
+    assert values["per-depth acceptance 1..k"] == "0.50 1.00"
+    assert values["full-depth rounds (depth 2) by path length 0..k"] == "1 0 1"
+    assert "draft length k" not in table and "per-position" not in table

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reference.tree as tree_mod
-from reference import SamplingParams, generate
+from reference import SamplingParams, SpeculativeStats, generate
 from reference.tree import (
     POINT,
     ROOT,
@@ -21,6 +21,7 @@ from reference.tree import (
     WITHOUT_REPLACEMENT,
     ModelTreeDrafter,
     Tree,
+    TreeRound,
     TreeShape,
     TreeVerification,
     ancestor_mask,
@@ -327,9 +328,10 @@ def test_committing_without_compaction_breaks_the_invariant(model):
     seed=st.integers(0, 10**6),
 )
 def test_both_caches_stay_prefills_round_after_round(model, draft_model, widths, draw, seed):
-    """DESIGN §4 through whole tree rounds: after every round, the target's committed cache
-    is a prefill of the committed tokens but the last, and the drafter's a prefill of a
-    prefix of them (it catches up the rest next round)."""
+    """The cache invariant (docs/kv-cache.md, 'The invariant') through whole tree rounds:
+    after every round, the target's committed cache is a prefill of the committed tokens but
+    the last, and the drafter's a prefill of a prefix of them (it catches up the rest next
+    round)."""
     rng = np.random.default_rng(seed)
     drafter = ModelTreeDrafter(draft_model, tuple(widths), draw)
     context = np.array([3, 1, 4])
@@ -497,7 +499,8 @@ def test_heads_trees_read_the_row_that_scored_the_last_token(heads_target):
 
 def test_the_trace_and_stats_count_depths_and_show_the_rejected_child(model, draft_model):
     """Each traced round is the accepted path, plus the first child of the node where the
-    walk stopped when it had children (a correction token); stats count depths, not nodes."""
+    walk stopped when it had children (a correction token); stats count depths as positions,
+    and the nodes verified apart."""
     drafter = ModelTreeDrafter(draft_model, (3, 2), SAMPLED)
     out = tree_speculative_generate(
         model, drafter, [1, 2, 3], max_new_tokens=30, rng=np.random.default_rng(4), trace=True
@@ -513,5 +516,52 @@ def test_the_trace_and_stats_count_depths_and_show_the_rejected_child(model, dra
     # the depth drafted: 2, then 1 and 0 when only 2 or 1 tokens are left to emit
     assert set(out.stats.drafted_per_round) <= {0, 1, 2}
     assert out.stats.drafted == sum(out.stats.drafted_per_round)
+    assert out.stats.nodes == sum(out.stats.nodes_per_round) > out.stats.drafted
     kinds = {t.token_kind for t in out.trace}
     assert kinds == {"correction", "bonus"}
+
+
+# ------------------------------------------------------------------ what a tree run reports
+
+
+def test_tree_statistics_count_nodes_depths_and_paths_as_counted_by_hand():
+    """Tree: root -> a (-> c), b, a leaf at depth 1. Four rounds, by hand:
+
+        path    walk                       examined  accepted  rejection
+        (b)     a refused, b kept: a leaf  1         1         no
+        ()      a and b refused            1         0         yes
+        (a)     a kept, c refused          2         1         yes
+        (a, c)  a kept, c kept: a leaf     2         2         no
+
+    alpha = 4 accepted / 6 examined depths, 3 nodes verified per round, depth 2. Counting
+    every path shorter than the depth as a rejection (a chain's rule) would give 4 / 7."""
+    tree = point_tree([0, 1, 2, 3], [-1, 0, 0, 1])
+    rows = np.full((4, V), 1.0 / V, np.float32)
+    stats = SpeculativeStats(k=2)
+    for path, examined in [((2,), 1), ((), 1), ((1,), 2), ((1, 3), 2)]:
+        rnd = TreeRound(tree, rows, TreeVerification(path, 4), 1, 2, None, None)
+        assert (rnd.k, rnd.nodes, rnd.examined) == (2, 3, examined), path
+        stats.record(rnd.k, rnd.verification.accepted, rnd.examined, rnd.nodes)
+    assert stats.accepted_per_round == [1, 0, 1, 2]  # the accepted path lengths
+    assert stats.nodes_per_round == [3, 3, 3, 3] and stats.nodes == 12
+    assert stats.drafted == 8 and stats.rejections == 2
+    assert stats.alpha == pytest.approx(4 / 6)
+    assert stats.mean_accepted_per_round == 1.0 and stats.mean_nodes_per_round == 3.0
+    # depth 1 examined in all 4 rounds (kept in 3), depth 2 in the 2 that kept a
+    np.testing.assert_allclose(stats.per_position_acceptance, [3 / 4, 1 / 2])
+
+
+def test_a_tree_run_counts_every_candidate_and_never_a_depth_it_lacks(model, draft_model):
+    """Widths (2, 2, 1) with top-b point masses: 2 + 4 + 4 = 10 candidates in every round of
+    full depth 3. Asking for a deeper k changes nothing: the statistics' k is the depth."""
+    drafter = ModelTreeDrafter(draft_model, (2, 2, 1), POINT)
+    out = tree_speculative_generate(
+        model, drafter, [1, 2, 3], max_new_tokens=40, rng=np.random.default_rng(5), k=6
+    )
+    s = out.stats
+    assert s.k == 3 and len(s.per_position_acceptance) == 3
+    full = [n for n, d in zip(s.nodes_per_round, s.drafted_per_round, strict=True) if d == 3]
+    assert full and set(full) == {10}, s.nodes_per_round
+    assert s.nodes == sum(s.nodes_per_round) and max(s.nodes_per_round) == 10
+    assert s.accepted_histogram.sum() == len(full)  # the histogram counts those rounds
+    assert s.emitted == 40 and s.accepted + s.rounds >= 40  # path + one token per round
