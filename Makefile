@@ -25,21 +25,21 @@ $(VENV)/.stamp-dev: pyproject.toml | $(PY)
 demo: $(VENV)/.stamp-run
 	$(VENV)/bin/specdec demo
 
-# everything, then the oracle once more against the GPU twin (gpu/; NumPy mode without a device)
-# two pytest workers for everything but the tests that assert on measured speed (the
-# notebooks), which then run alone so that no other test competes with their timings;
-# then `portable`: what measures time, once more as another kind of machine would run it
+# everything on two pytest workers (the notebooks too: they print the speeds they measure and
+# assert none, so other tests running beside them change their numbers, not their verdicts);
+# then `portable`: what measures time, once more as another kind of machine would run it;
+# then the oracle once more against the GPU twin (gpu/; NumPy mode without a device)
 test: $(VENV)/.stamp-dev
-	$(PY) -m pytest -n 2 -m "not gpu and not timing"
-	$(PY) -m pytest -m "timing and not gpu"
+	$(PY) -m pytest -n 2 -m "not gpu" --durations=8
 	$(MAKE) --no-print-directory portable
-	$(MAKE) --no-print-directory oracle-gpu
+	$(MAKE) --no-print-directory oracle-gpu ARGS="-n 2"
 	$(MAKE) --no-print-directory oracle-light
 
 # The notebooks and every test that times something, under a second BLAS configuration:
 # OpenBLAS's Haswell kernels (what AVX2-only laptops run; on an AVX-512 CPU a product with a
 # few rows behaves quite differently there) and 2 BLAS threads. A machine of one type so
 # checks what the other types will see: no assert may depend on which (docs/benchmarks.md).
+# One pytest process: two workers of two BLAS threads each would oversubscribe two cores.
 PORTABLE_CORETYPE ?= Haswell
 PORTABLE_THREADS ?= 2
 MEASURING_TESTS := tests/unit/test_fast_cpu.py tests/unit/test_choose_k.py \

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-# the notebooks assert on speeds they measure: `make test` runs them alone (pyproject.toml)
+# the notebooks measure speed and print it (they assert none): `make portable` runs them again
+# under another BLAS configuration (Makefile)
 pytestmark = pytest.mark.timing
 
 jupytext = pytest.importorskip("jupytext", reason="the notebook tests need the dev extras")
