@@ -488,7 +488,7 @@ def markdown_report(report: BenchReport, machine: str, command: str) -> str:
             f"{report.min_confidence:g} (k is the most it drafts)."
         ),
         "",
-        "Costs measured on this machine (median of 30 passes, warm cache):",
+        "Costs measured on this machine (every T in turn, the fastest of 30 passes, warm cache):",
         "",
         f"- target single-token step: {c.target_step * 1e3:.2f} ms; "
         f"draft step: {c.draft_step * 1e3:.3f} ms; c = {c.c:.3f}",

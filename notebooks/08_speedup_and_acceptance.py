@@ -122,14 +122,16 @@ for best in (flat, measured_v):
 # ## 2. Measured: α and tokens per round against k
 #
 # `run_bench` decodes each prompt autoregressively and then speculatively at every k, back to
-# back, with the same seeds; α is pooled over runs as accepted / examined drafts. Speedups
+# back, with the same seeds (`shared_baseline=True`: one autoregressive run per prompt and
+# repeat serves every k; `specdec bench` instead times one per k, so that an interrupted
+# sweep keeps every finished k); α is pooled over runs as accepted / examined drafts. Speedups
 # are over the decode phase (the prompt's prefill is the same work for both). Each loop also
 # carries a `StageClock`, so the run reports what drafting (c) and verification (v) really
 # cost inside the loop — the last column predicts the speedup from those.
 
 # %%
 report = run_bench(target, draft, code[:2], ks, temperatures=[0.0, 0.8], max_new_tokens=32,
-                   repeats=2, costs=costs, seed=0)
+                   repeats=2, costs=costs, seed=0, shared_baseline=True)  # one AR run per prompt
 print(" T    k   alpha  tokens/round  E(alpha,k)  speedup  c (run)  v (run)  predicted (run)")
 for pt in report.points:
     print(f"{pt.temperature:3g} {pt.k:4d}  {pt.alpha:.3f}  {pt.tokens_per_round:9.2f}"
