@@ -9,6 +9,11 @@
     bundled.py    the trained pair that ships in models/
     standins.py   untrained stand-in models (a random target, a noisy draft)
     fast_cpu.py   the opt-in CPU fast path of the model
+    fast_cpu_plan.py  which of its tricks pay on this machine: measured, then chosen
+    machine.py    which machine a number came from; the BLAS threads a run chooses
+    choose_k.py   the demo's k, from this machine's measured alpha, c and v
+    session_costs.py  one cost measurement per session, shared by the notebooks
+    bench_summary.py  one row per bench run: machine types side by side
 
 The core never imports this package (tests/unit/test_layout.py says so).
 """

@@ -585,7 +585,7 @@ def cmd_methods(args) -> int:
                 drafter_options=options,
             )
             text = methods_markdown(reports, machine_description(), command.strip())
-            (out / "methods.md").write_text(text)
+            write_atomically(out / "methods.md", text)  # each set, as soon as it is measured
     print(text)
     print(f"written: {out}/methods.md")
     return 0

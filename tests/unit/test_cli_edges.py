@@ -229,6 +229,7 @@ def test_bench_keeps_what_was_measured_when_interrupted(tmp_path):
     130, and bench.md and bench.json hold exactly the cells finished, and say how many."""
     import json
     import os
+    import re
     import signal
     import subprocess
     import sys
@@ -237,15 +238,18 @@ def test_bench_keeps_what_was_measured_when_interrupted(tmp_path):
     out = tmp_path / "o"
     argv = [sys.executable, "-m", "lab.cli", "bench", "--random", "--ks", "1-8"]
     argv += ["--temperatures", "0,0.8", "--repeats", "2", "--prompts", "code"]
-    argv += ["--max-new-tokens", "24", "--no-transformers", "--out", str(out)]
+    argv += ["--max-new-tokens", "48", "--no-transformers", "--out", str(out)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     report = out / "bench.md"
     deadline = time.monotonic() + 120
+    # interrupt as soon as the first cell is written: fifteen more cells leave the signal
+    # seconds of margin on any machine, however loaded
     while time.monotonic() < deadline and run.poll() is None:
-        if report.is_file() and "2 of 16" in report.read_text():
+        first = report.read_text().split("\n", 1)[0] if report.is_file() else ""
+        if re.fullmatch(r"Status: partial: \d+ of 16 \(T, k\) cells measured", first):
             break
-        time.sleep(0.05)
+        time.sleep(0.02)
     assert run.poll() is None, f"the run ended before it was interrupted: {run.communicate()}"
     run.send_signal(signal.SIGINT)
     _, err = run.communicate(timeout=60)
@@ -254,7 +258,7 @@ def test_bench_keeps_what_was_measured_when_interrupted(tmp_path):
     first = text.splitlines()[0]
     assert first.startswith("Status: partial (interrupted)"), first
     done = int(first.split("; ")[1].split(" of ")[0])
-    assert 2 <= done < 16, first
+    assert 1 <= done < 16, first
     rows = [line for line in text.splitlines() if line.startswith(("| 0 | ", "| 0.8 | "))]
     assert len(rows) == 2 * done, f"{done} cells said, {len(rows)} rows in the two tables"
     data = json.loads((out / "bench.json").read_text())
