@@ -236,7 +236,14 @@ def test_bench_keeps_what_was_measured_when_interrupted(tmp_path):
     import time
 
     out = tmp_path / "o"
-    argv = [sys.executable, "-m", "lab.cli", "bench", "--random", "--ks", "1-8"]
+    # Ctrl-C as a terminal delivers it: a shell without job control (a CI script run in the
+    # background, say) starts its children with SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler; so the child restores the handler before running the CLI
+    start = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from lab.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    argv = [sys.executable, "-c", start, "bench", "--random", "--ks", "1-8"]
     argv += ["--temperatures", "0,0.8", "--repeats", "2", "--prompts", "code"]
     argv += ["--max-new-tokens", "48", "--no-transformers", "--out", str(out)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
