@@ -11,7 +11,7 @@ the three numbers the speedup formula needs, here and now, and takes the k it pr
               token drawn from q is accepted (article §7; Leviathan et al., 2023)
     c         draft step / target step
     v(k+1)    a target pass over k + 1 positions / one step
-              (both from lab.costs.measure_interleaved: every T in turn, the fastest of 15
+              (both from lab.costs.measure_costs: every T in turn, the fastest of 15
               passes kept, so that load on the machine moves no T more than another)
 
     speedup(k) = E(alpha, k) / (k c + v(k+1)),   E(alpha, k) = (1 - alpha^(k+1)) / (1 - alpha)
@@ -27,13 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.costs import CostProfile, measure_interleaved, predicted_speedup
+from lab.costs import CostProfile, measure_costs, predicted_speedup
 from reference.autoregressive import generate
 from reference.model import GPT
 from reference.sampling import SamplingParams, probabilities
 
 ALPHA_TOKENS = 48  # target tokens the acceptance is estimated on: a few rounds' worth
-COST_PASSES = 15  # passes per cost figure, the fastest kept (lab.costs.measure_interleaved)
+COST_PASSES = 15  # passes per cost figure, the fastest kept (lab.costs.measure_costs)
 
 
 @dataclass(frozen=True)
@@ -98,5 +98,5 @@ def choose_k(
     alpha = acceptance_rate(target, draft, prompt, sampling, rng, n_tokens)
     # costs over a context like the one the run will see: the prompt (at least a few tokens)
     context = np.resize(prompt, min(max(len(prompt), 32), n_ctx - k_max - 1))
-    costs = measure_interleaved(target, draft, context, k_max + 1, COST_PASSES)
+    costs = measure_costs(target, draft, context, k_max + 1, COST_PASSES)
     return best_k(alpha, costs, k_max)

@@ -386,9 +386,6 @@ def cmd_bench_gpu(args) -> int:
     return 0
 
 
-COST_PASSES = 30  # passes per isolated cost figure (lab.costs.measure_interleaved)
-
-
 def cmd_bench(args) -> int:
     ks, temperatures = check_bench_options(args)  # every option, before any work
     if len(parse_drafters(args.drafter)) > 1:
@@ -398,7 +395,7 @@ def cmd_bench(args) -> int:
     from tqdm import tqdm
 
     from lab.bench import BenchReport, run_bench
-    from lab.costs import measure_interleaved
+    from lab.costs import measure_costs
 
     plain_target, plain_draft, tokenizer, source = load_plain_pair(args)
     prompts = bench_prompts(args, tokenizer)
@@ -413,12 +410,10 @@ def cmd_bench(args) -> int:
     print(f"machine: {describe_machine().line()}")
     context = np.concatenate([prompts[0]] * 8)[: target.config.n_ctx // 2]
     # every T in turn, the fastest of 30 passes kept: load moves no T more than another
-    costs = measure_interleaved(target, draft, context, max(ks) + 1, COST_PASSES)
+    costs = measure_costs(target, draft, context, max(ks) + 1)
     plain_costs = None
     if not args.plain:  # the same profile of the plain model: is the fast path faster here?
-        plain_costs = measure_interleaved(
-            plain_target, plain_draft, context, max(ks) + 1, COST_PASSES
-        )
+        plain_costs = measure_costs(plain_target, plain_draft, context, max(ks) + 1)
     total = len(temperatures) * args.repeats * len(prompts) * len(ks)
     report = BenchReport([], costs, args.max_new_tokens, args.repeats, len(prompts))
     report.min_confidence, report.drafter = args.min_confidence, args.drafter
@@ -548,7 +543,7 @@ def cmd_methods(args) -> int:
     # several drafters: the method table, every drafter against one AR baseline per set
     from tqdm import tqdm
 
-    from lab.costs import measure_interleaved
+    from lab.costs import measure_costs
     from lab.methods import METHOD_KS, methods_markdown, run_methods
 
     drafters = parse_drafters(args.drafter)
@@ -563,7 +558,7 @@ def cmd_methods(args) -> int:
     print(f"models: {source}")
     context = np.concatenate([next(iter(sets.values()))[0]] * 8)[: target.config.n_ctx // 2]
     max_T = max(max(METHOD_KS[d]) for d in drafters) + 1
-    costs = measure_interleaved(target, draft, context, max_T, COST_PASSES)
+    costs = measure_costs(target, draft, context, max_T)
     temperatures = parse_list(args.temperatures, float, "--temperatures")
     total = sum(len(p) for p in sets.values()) * len(temperatures) * args.repeats
     total *= sum(len(METHOD_KS[d]) for d in drafters)

@@ -71,28 +71,17 @@ class CostProfile:
         return self.target_append[T] / self.target_step
 
 
-def measure_costs(
-    target: GPT, draft: GPT, context: np.ndarray, max_T: int, repeats: int = 30
-) -> CostProfile:
-    # warm-up passes first: the first BLAS calls of a process are slower
-    time_append(target, context, 1, 3)
-    appends = {T: time_append(target, context, T, repeats) for T in range(1, max_T + 1)}
-    return CostProfile(
-        target_step=appends[1],
-        draft_step=time_append(draft, context, 1, repeats),
-        target_append=appends,
-    )
-
-
 DRAFT_RUN = 3  # draft steps timed back to back in each pass, as a round drafts k in a row
 
 
-def measure_interleaved(
-    target: GPT, draft: GPT, context: np.ndarray, max_T: int, passes: int
+def measure_costs(
+    target: GPT, draft: GPT, context: np.ndarray, max_T: int, repeats: int = 30
 ) -> CostProfile:
-    # the cycle of lab.costs.time_append (context cached once, then a timed pass over T new
-    # positions and a rollback, so every pass sees the same cache), but with the T's taken in
-    # turn, pass by pass, and the fastest pass of each kept. The draft steps DRAFT_RUN times
+    # c and v(1..max_T) on this machine: the cycle of time_append (context cached once, then
+    # a timed pass over T new positions and a rollback, so every pass sees the same cache),
+    # but with the T's taken in turn, pass by pass, and the fastest pass of each kept: other
+    # work on the machine can only add time, and taking turns spreads a change of load over
+    # every T instead of landing on a few. The draft steps DRAFT_RUN times
     # in a row, as it drafts: its first step after a target pass finds its small weights
     # pushed out of the CPU caches by the target's, the next ones find them there.
     time_append(target, context, 1, 3)  # warm-up: a process's first BLAS calls are slower
@@ -103,7 +92,7 @@ def measure_interleaved(
         cache.commit(len(context))
     runs = [(target, T) for T in range(1, max_T + 1)] + [(draft, 1)] * DRAFT_RUN
     best = {}  # (model, T) -> seconds
-    for _ in range(passes):
+    for _ in range(repeats):
         for model, T in runs:
             cache = caches[id(model)]
             start = time.perf_counter()

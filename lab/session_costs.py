@@ -14,13 +14,9 @@ model class (plain model or fast path), the context and the way of measuring; an
 `MAX_AGE_S` seconds, after which the machine may be doing something else. `max_age_s=0`
 measures afresh.
 
-The way of measuring: a target pass over T = 1 .. `MAX_T` new positions after a cached
-context of code (`session_context`), and a draft step, with the rollback cycle of
-`lab.costs.time_append`, but the T's are taken in turn, one pass each (the draft
-`DRAFT_RUN` steps in a row, as it drafts), `PASSES` times over, and the fastest pass of each
-is kept. Other work on the machine can only add time, and
-taking the T's in turn spreads a change of load over all of them instead of landing on a few
-(`measure_costs` times each T in one block, and keeps the median).
+The way of measuring is `lab.costs.measure_costs` (every T in turn, the fastest of `PASSES`
+passes kept) over T = 1 .. `MAX_T` new positions after a cached context of code
+(`session_context`); what this module adds is measuring it once and reading it back.
 """
 
 from __future__ import annotations
@@ -37,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from lab.bench import CODE_PROMPTS
-from lab.costs import DRAFT_RUN, CostProfile, measure_interleaved
+from lab.costs import DRAFT_RUN, CostProfile, measure_costs
 from lab.machine import describe_machine
 from reference.model import GPT
 from reference.tokenizer import encode
@@ -110,7 +106,7 @@ def session_costs(
     saved = read_saved(path)
     if saved is not None and 0 <= time.time() - saved.measured_at <= max_age_s:
         return SessionCosts(saved.profile, context, machine, saved.measured_at, reused=True)
-    profile = measure_interleaved(target, draft, context, MAX_T, PASSES)
+    profile = measure_costs(target, draft, context, MAX_T, PASSES)
     result = SessionCosts(profile, context, machine, time.time(), reused=False)
     save(path, result)
     return result
