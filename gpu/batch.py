@@ -10,32 +10,30 @@ What differs from reference/batch.py, and why:
 * Each row's `decide` (gpu/verification.py) runs on the device with its k_b + 1 uniforms,
   drawn from the numpy Generator in the reference's order: every row's drafts (b = 0..B-1),
   then every row's verification. Greedy batches equal the reference's token for token.
-* The mask is built on the device from `arange`s; cache writes go row by row (B small
-  copies per layer; a scatter kernel would make it one, not done here).
+* The pass is the model's one forward (`GPT.residual_at`) with the reference's
+  `batch_placement`, whose mask the twin model copies over once per pass; cache writes go
+  row by row (B small copies per layer; a scatter kernel would make it one, not done here).
 The bookkeeping (prefill, stop rules, statistics), the input checks and the result types are
 the reference's.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from gpu.backend import to_device, to_host, xp
 from gpu.drafters import as_twin_drafter
-from gpu.model import GPT, as_twin_model, softmax
+from gpu.model import GPT, as_twin_model
 from gpu.sampling import probabilities
 from gpu.speculative import check_rows_finite, device_draft
 from gpu.verification import decide
 from reference import batch as reference_batch
 from reference.batch import (
+    batch_placement,
     check_batch_inputs,
     check_batched_forward,
-    merge_heads_batch,
     pad_right,
     run_batch_rounds,
-    split_heads_batch,
 )
 from reference.drafters import Draft, Drafter
 from reference.kv_cache import catch_up_tokens
@@ -93,61 +91,18 @@ def new_batch_cache(model: GPT, batch_size: int, capacity: int | None = None) ->
     return BatchKVCache(batch_size, cfg.n_layer, cfg.n_head, cfg.head_size, capacity)
 
 
-def batch_attention_mask(start: np.ndarray, n_new: np.ndarray, T: int, S: int):
-    # start [B], n_new [B] (host) -> [B, T, S] bool on the device: the reference's rule
-    j = xp.arange(S)[None, None, :]
-    i = xp.arange(T)[None, :, None]
-    s, n = to_device(start)[:, None, None], to_device(n_new)[:, None, None]
-    return (j <= s + i) & (j < s + n)
-
-
-def batched_attention(q, k, v, mask):
-    # q [B, nh, T, hs], k/v [B, nh, S, hs], mask [B, T, S] -> [B, nh, T, hs]
-    scores = q @ k.transpose(0, 1, 3, 2) * np.float32(1.0 / math.sqrt(q.shape[-1]))
-    scores = xp.where(mask[:, None], scores, np.float32(-1e10))
-    return softmax(scores) @ v
-
-
-def batched_block(model: GPT, x, layer: int, cache: BatchKVCache, start, n_new, mask):
-    # [B, T, C] -> [B, T, C]: the reference's batched block, with the device attention
-    B, T, C = x.shape
-    h = f"h.{layer}."
-    a = model.norm(x.reshape(B * T, C), h + "ln_1")
-    qkv = model.linear(a, h + "attn.c_attn").reshape(B, T, 3 * C)
-    q, kk, vv = (
-        split_heads_batch(qkv[..., j * C : (j + 1) * C], model.config.n_head) for j in range(3)
-    )
-    cache.write(layer, start, n_new, kk, vv)
-    S = mask.shape[-1]
-    out = batched_attention(q, cache.keys(layer, S), cache.values(layer, S), mask)
-    x = x + model.linear(merge_heads_batch(out).reshape(B * T, C), h + "attn.c_proj").reshape(
-        B, T, C
-    )
-    rows = x.reshape(B * T, C)
-    m = model.activation(model.linear(model.norm(rows, h + "ln_2"), h + "mlp.c_fc"))
-    return x + model.linear(m, h + "mlp.c_proj").reshape(B, T, C)
-
-
 def batched_forward_unchecked(model: GPT, tokens, n_new: np.ndarray, cache: BatchKVCache):
-    # tokens [B, T] (device), n_new [B] (host) -> logits [B, T, V] on the device; padding
-    # rows are NaN as in the reference
-    P, V = model.params, model.n_vocab
+    # tokens [B, T] (device), n_new [B] (host) -> logits [B, T, V] on the device: the
+    # reference's placement and the model's one forward; padding rows are NaN as there
+    V = model.n_vocab
     B, T = tokens.shape
-    start = cache.end
-    S = int((start + n_new).max(initial=0))
+    at = batch_placement(cache.end, n_new, T)  # on the host: pointers and mask
     logits = xp.full((B, T, V), np.nan, dtype=np.float32)
-    if S == 0:
+    if at.stop == 0:
         return logits
     real = xp.arange(T)[None, :] < to_device(n_new)[:, None]  # [B, T]
-    positions = xp.where(real, to_device(start)[:, None] + xp.arange(T)[None, :], 0)
-    x = P["wte.weight"][xp.where(real, tokens, 0)] + P["wpe.weight"][positions]
-    mask = batch_attention_mask(start, n_new, T, S)
-    for layer in range(model.config.n_layer):
-        x = batched_block(model, x, layer, cache, start, n_new, mask)
-    C = x.shape[-1]
-    x = model.norm(x.reshape(B * T, C), "ln_f")
-    cache.mark_written(n_new)
-    out = (x @ P["wte.weight"].T).reshape(B, T, V)
+    x = model.residual_at(xp.where(real, tokens, 0), at, cache)  # [B*T, C]
+    out = model.logits(model.norm(x, "ln_f")).reshape(B, T, V)
     return xp.where(real[..., None], out, logits)
 
 

@@ -8,14 +8,18 @@ What differs from reference/model.py, and why:
   directly, and NumPy functions cannot take device arrays.
 * GELU is one fused elementwise kernel on a GPU (`cupy.fuse`: one launch instead of ~8),
   the plain function in NumPy mode; tests/twin checks that both agree.
-* The causal mask is built on the device from two `arange`s, so no host array crosses over.
-The structure (blocks, residuals, cache writes, tied output) is the reference's own code:
-`GPT` here subclasses `reference.model.GPT` and replaces the four block computations, how
-the parameters are stored, and which cache it makes.
+* The causal mask is built on the device from two `arange`s, so no host array crosses over;
+  a tree's or a batch's positions and mask (built on the host from the tree / the rows'
+  pointers) are copied over once per pass (`placed`).
+The structure (the one forward for sequences, trees and batches, blocks, residuals, cache
+writes, tied output) is the reference's own code: `GPT` here subclasses
+`reference.model.GPT` and replaces the block's computations, how the parameters are stored,
+and which cache it makes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import weakref
 
@@ -25,7 +29,7 @@ from gpu.backend import ON_DEVICE, to_device, xp
 from gpu.kv_cache import KVCache
 from reference import model as reference_model
 from reference.config import GPTConfig
-from reference.model import check_param_shapes, init_params
+from reference.model import Placement, check_param_shapes, init_params
 
 __all__ = ["GPT", "init_params", "gelu", "layer_norm", "softmax", "attention", "causal_mask"]
 
@@ -56,10 +60,14 @@ def causal_mask(T: int, S: int):  # -> [T, S] bool on the device, True = may att
     return xp.arange(S)[None, :] <= (S - T + xp.arange(T))[:, None]
 
 
-def attention(q, k, v):  # q [nh, T, hs], k/v [nh, S, hs] -> [nh, T, hs]
-    T, S = q.shape[1], k.shape[1]
-    scores = q @ k.transpose(0, 2, 1) * np.float32(1.0 / math.sqrt(q.shape[-1]))  # [nh, T, S]
-    if T > 1:  # one new position may see every key: nothing to mask
+def attention(q, k, v, mask=None):
+    # q [..., nh, T, hs], k/v [..., nh, S, hs] -> [..., nh, T, hs]; mask None = causal, else
+    # a device bool array that broadcasts to the scores (a tree's, a batch's)
+    T, S = q.shape[-2], k.shape[-2]
+    scores = q @ k.swapaxes(-1, -2) * np.float32(1.0 / math.sqrt(q.shape[-1]))  # [.., T, S]
+    if mask is not None:
+        scores = xp.where(mask, scores, np.float32(-1e10))
+    elif T > 1:  # one new position of a sequence may see every key: nothing to mask
         scores = xp.where(causal_mask(T, S), scores, np.float32(-1e10))
     return softmax(scores) @ v
 
@@ -84,15 +92,25 @@ class GPT(reference_model.GPT):
             return super().forward(tokens, cache)
         return self.forward_unchecked(tokens, cache)
 
-    def residual_unchecked(self, tokens, cache: KVCache | None = None):
-        return super().residual_unchecked(to_device(tokens), cache)
+    def residual_at(self, tokens, at: Placement, cache=None):
+        # the reference's one forward, with the token ids on the device
+        return super().residual_at(to_device(tokens), at, cache)
+
+    def placed(self, at: Placement) -> Placement:
+        # a tree's or a batch's positions and mask, built on the host, copied over once per
+        # pass (a sequence's are a slice and None: nothing to copy)
+        if isinstance(at.positions, slice) and at.mask is None:
+            return at
+        positions = at.positions if isinstance(at.positions, slice) else to_device(at.positions)
+        mask = None if at.mask is None else to_device(at.mask)
+        return dataclasses.replace(at, positions=positions, mask=mask)
 
     def norm(self, x, name: str):
         P = self.params
         return layer_norm(x, P[name + ".weight"], P[name + ".bias"], self.config.layer_norm_epsilon)
 
-    def attend(self, q, k, v):
-        return attention(q, k, v)
+    def attend(self, q, k, v, mask=None):
+        return attention(q, k, v, mask)
 
     def activation(self, x):
         return gelu(x)

@@ -76,17 +76,22 @@ def gelu_by_products(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
     return t
 
 
-def attention_keys_first(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    # q [nh, T, hs], k/v [nh, S, hs] -> [nh, T, hs]: `attention`, computed in one scores
-    # array. q k^T is computed as (k q^T)^T -- with the long side (S cached keys) as the rows
-    # of the product OpenBLAS does not repack k -- then copied to C order, so that the
-    # softmax's reductions run along contiguous rows; the scale, mask and softmax then work
-    # in place. Only the last T - 1 keys can be masked (every new row sees the history).
-    T, S = q.shape[1], k.shape[1]
-    scores = np.ascontiguousarray((k @ q.transpose(0, 2, 1)).transpose(0, 2, 1))  # [nh, T, S]
+def attention_keys_first(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None
+) -> np.ndarray:
+    # q [..., nh, T, hs], k/v [..., nh, S, hs] -> [..., nh, T, hs]: `attention` (mask None =
+    # causal, or a bool mask that broadcasts to the scores), computed in one scores array.
+    # q k^T is computed as (k q^T)^T -- with the long side (S cached keys) as the rows of the
+    # product OpenBLAS does not repack k -- then copied to C order, so that the softmax's
+    # reductions run along contiguous rows; the scale, mask and softmax then work in place.
+    # A causal pass masks only among the last T - 1 keys (every new row sees the history).
+    T, S = q.shape[-2], k.shape[-2]
+    scores = np.ascontiguousarray((k @ q.swapaxes(-1, -2)).swapaxes(-1, -2))  # [..., nh, T, S]
     scores *= np.float32(1.0 / math.sqrt(q.shape[-1]))
-    if T > 1:
-        scores[:, :, S - T + 1 :][:, future_keys(T)] = np.float32(-1e10)
+    if mask is not None:  # a tree's or a batch's mask
+        np.copyto(scores, np.float32(-1e10), where=~mask)
+    elif T > 1:
+        scores[..., S - T + 1 :][..., future_keys(T)] = np.float32(-1e10)
     scores -= scores.max(axis=-1, keepdims=True)  # softmax, as reference.model.softmax
     np.exp(scores, out=scores)
     scores /= scores.sum(axis=-1, keepdims=True)
@@ -136,10 +141,12 @@ class FastGPT(GPT):
             return linear_few_rows(x, w.T, b)  # w.T: the stored [C_out, C_in] array
         return x @ w + b  # one row, a prefill, or where slices measured no faster
 
-    def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-        if self.plan.uses("attention", q.shape[::2], q.shape[1]):  # (nh, hs), T
-            return attention_keys_first(q, k, v)
-        return attention(q, k, v)
+    def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=None) -> np.ndarray:
+        # q [..., nh, T, hs]: the plan was measured on causal passes of T rows; a tree's or a
+        # batch's pass of T new positions follows the same choice (same products, same sizes)
+        if self.plan.uses("attention", (q.shape[-3], q.shape[-1]), q.shape[-2]):  # (nh, hs), T
+            return attention_keys_first(q, k, v, mask)
+        return attention(q, k, v, mask)
 
     def activation(self, x: np.ndarray) -> np.ndarray:
         if self.plan.uses("gelu", x.shape[-1:], x.shape[0] if x.ndim > 1 else 1):

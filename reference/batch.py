@@ -27,15 +27,13 @@ gives (to float32 rounding): its law is the target's own, whatever the other row
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from reference.autoregressive import check_eos, check_length_budget
 from reference.checks import as_token_array, check_generator, check_positive_int
 from reference.drafters import Draft, Drafter
 from reference.kv_cache import KVCache, catch_up_tokens
-from reference.model import GPT, check_cache_fits, softmax
+from reference.model import GPT, Placement, check_cache_fits
 from reference.sampling import SamplingParams, check_sampling, probabilities
 from reference.speculative import (
     CacheSpan,
@@ -214,67 +212,16 @@ def batch_attention_mask(start: np.ndarray, n_new: np.ndarray, T: int, S: int) -
     return (j <= s + i) & (j < s + n)
 
 
-def split_heads_batch(x: np.ndarray, n_head: int) -> np.ndarray:  # [B, T, C] -> [B, nh, T, hs]
-    B, T, C = x.shape
-    return x.reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3)
-
-
-def merge_heads_batch(x: np.ndarray) -> np.ndarray:  # [B, nh, T, hs] -> [B, T, C]
-    B, nh, T, hs = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(B, T, nh * hs)
-
-
-def batched_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    # q [B, nh, T, hs], k/v [B, nh, S, hs], mask [B, T, S] -> [B, nh, T, hs]:
-    # softmax(q k^T / sqrt(hs) + mask_b) v, one mask per sequence shared by its heads.
-    # A masked key gets exp(-1e10 - max) = 0 exactly: extra slots of the longest row
-    # change nothing in a shorter one.
-    scores = q @ k.transpose(0, 1, 3, 2) / np.float32(math.sqrt(q.shape[-1]))  # [B, nh, T, S]
-    scores = np.where(mask[:, None], scores, np.float32(-1e10))
-    return softmax(scores) @ v
-
-
-def batched_attention_block(
-    model: GPT,
-    x: np.ndarray,
-    layer: int,
-    cache: BatchKVCache,
-    start: np.ndarray,
-    n_new: np.ndarray,
-    mask: np.ndarray,
-) -> np.ndarray:
-    # x [B, T, C] -> [B, T, C]: multi-head self-attention of every row over its own slots
-    B, T, C = x.shape
-    h = f"h.{layer}.attn."
-    qkv = model.linear(x.reshape(B * T, C), h + "c_attn").reshape(B, T, 3 * C)
-    q, k, v = (
-        split_heads_batch(qkv[..., j * C : (j + 1) * C], model.config.n_head) for j in range(3)
-    )  # [B, nh, T, hs]
-    cache.write(layer, start, n_new, k, v)  # temporary writes, real positions only
-    S = mask.shape[-1]
-    out = batched_attention(q, cache.keys(layer, S), cache.values(layer, S), mask)
-    return model.linear(merge_heads_batch(out).reshape(B * T, C), h + "c_proj").reshape(B, T, C)
-
-
-def batched_block(
-    model: GPT,
-    x: np.ndarray,
-    layer: int,
-    cache: BatchKVCache,
-    start: np.ndarray,
-    n_new: np.ndarray,
-    mask: np.ndarray,
-) -> np.ndarray:
-    # [B, T, C] -> [B, T, C]: GPT.block for a batch. Norms, linears and the activation act
-    # on each position alone, so the model's own methods run on the B*T positions as rows
-    # of one [B*T, C] array; only attention needs to know which row is which.
-    B, T, C = x.shape
-    h = f"h.{layer}."
-    a = model.norm(x.reshape(B * T, C), h + "ln_1").reshape(B, T, C)
-    x = x + batched_attention_block(model, a, layer, cache, start, n_new, mask)
-    rows = x.reshape(B * T, C)
-    m = model.activation(model.linear(model.norm(rows, h + "ln_2"), h + "mlp.c_fc"))
-    return x + model.linear(m, h + "mlp.c_proj").reshape(B, T, C)
+def batch_placement(start: np.ndarray, n_new: np.ndarray, T: int) -> Placement:
+    # start [B], n_new [B] -> where a right-padded [B, T] pass sits: row b's position i at
+    # start[b] + i (padding reads position 0, always in range, and is discarded), written at
+    # row b's slots from start[b] (real positions only), each row with its own mask
+    # [B, 1, T, S] (shared by its heads), S = the longest history any row attends to
+    S = int((start + n_new).max(initial=0))
+    real = np.arange(T)[None, :] < n_new[:, None]  # [B, T]
+    positions = np.where(real, start[:, None] + np.arange(T)[None, :], 0)
+    mask = batch_attention_mask(start, n_new, T, S)[:, None]
+    return Placement((len(start), T), positions, mask, start, S, n_new)
 
 
 def batched_forward(model: GPT, tokens, n_new, cache: BatchKVCache) -> np.ndarray:
@@ -331,26 +278,16 @@ def batched_forward_unchecked(
 ) -> np.ndarray:
     # tokens [B, T] int64, n_new [B] int64 -> logits [B, T, V]: `batched_forward` without
     # its checks, for the batched loop, whose entry point checked what it feeds.
-    P, V = model.params, model.n_vocab
+    V = model.n_vocab
     B, T = tokens.shape
-    start = cache.end  # [B] (a new array: the pointers move only in mark_written)
-    S = int((start + n_new).max(initial=0))  # slots any row attends to: the longest history
+    at = batch_placement(cache.end, n_new, T)  # cache.end: a new array, moved by mark_written
     logits = np.full((B, T, V), np.nan, dtype=np.float32)
-    if S == 0:
+    if at.stop == 0:
         return logits  # nothing cached, nothing new: no row has anything to compute
     real = np.arange(T)[None, :] < n_new[:, None]  # [B, T]
-    # x = wte[token] + wpe[position], position = start[b] + i: each row counts from its own
-    # history. Padding reads id 0 at position 0 (always in range), and is discarded.
-    positions = np.where(real, start[:, None] + np.arange(T)[None, :], 0)
-    x = P["wte.weight"][np.where(real, tokens, 0)] + P["wpe.weight"][positions]  # [B, T, C]
-    mask = batch_attention_mask(start, n_new, T, S)
-    for layer in range(model.config.n_layer):
-        x = batched_block(model, x, layer, cache, start, n_new, mask)
-    C = x.shape[-1]
-    x = model.norm(x.reshape(B * T, C), "ln_f")
-    cache.mark_written(n_new)
-    out = (x @ P["wte.weight"].T).reshape(B, T, V)  # tied output embedding
-    logits[real] = out[real]
+    # the model's one forward over the B*T positions (padding reads token 0 and is dropped)
+    x = model.residual_at(np.where(real, tokens, 0), at, cache)  # [B*T, C]
+    logits[real] = model.logits(model.norm(x, "ln_f")).reshape(B, T, V)[real]
     return logits
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from reference.checks import check_positive_int
 from reference.drafters import Draft, ModelDrafter, SharedLayers
 from reference.kv_cache import KVCache
-from reference.model import GPT
+from reference.model import GPT, causal_placement
 
 EXIT_ADAPTER = ("exit.proj.weight", "exit.proj.bias")  # optional: [C, C], [C]
 EXIT_NORM = ("exit.ln.weight", "exit.ln.bias")  # optional: [C], [C] (default: the target's ln_f)
@@ -173,8 +173,9 @@ def residual_sharing(
             shared.cache.v[i, :, start : start + r],
         )
     # 2. blocks 0..L'-1 for the rows it never fed (x_k), attending to the copied slots
-    rest = target.blocks(target.embed(tokens[r:], start + r), cache, start + r, 0, L1)
+    late = causal_placement(start + r, len(tokens) - r)
+    rest = target.blocks(target.embed(tokens[r:], late.positions), cache, late, 0, L1)
     x = np.concatenate([shared.hidden[offset : offset + r], rest])  # [T, C]: x_L' of every row
-    x = target.blocks(x, cache, start, L1, L)  # 3. blocks L'..L-1 over all rows
+    x = target.blocks(x, cache, causal_placement(start, len(tokens)), L1, L)  # 3. blocks L'..
     cache.mark_written(len(tokens))
     return x

@@ -16,6 +16,7 @@ The output projection is tied to the token embedding: logits = x @ wte.T.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -59,30 +60,75 @@ def causal_mask(T: int, S: int) -> np.ndarray:  # -> [T, S] bool, True = may att
     return np.arange(S)[None, :] <= (S - T + np.arange(T))[:, None]
 
 
-def split_heads(x: np.ndarray, n_head: int) -> np.ndarray:  # [T, C] -> [nh, T, hs]
-    T, C = x.shape
-    return x.reshape(T, n_head, C // n_head).transpose(1, 0, 2)
+def split_heads(x: np.ndarray, n_head: int) -> np.ndarray:  # [..., T, C] -> [..., nh, T, hs]
+    shape = x.shape  # (tuple arithmetic: this runs 3 times per block of every one-row step)
+    return x.reshape(shape[:-1] + (n_head, shape[-1] // n_head)).swapaxes(-3, -2)
 
 
-def merge_heads(x: np.ndarray) -> np.ndarray:  # [nh, T, hs] -> [T, C]
-    nh, T, hs = x.shape
-    return x.transpose(1, 0, 2).reshape(T, nh * hs)
+def merge_heads(x: np.ndarray) -> np.ndarray:  # [..., nh, T, hs] -> [..., T, C]
+    x = x.swapaxes(-3, -2)  # [..., T, nh, hs]
+    shape = x.shape
+    return x.reshape(shape[:-2] + (shape[-2] * shape[-1],))
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    # q [nh, T, hs], k/v [nh, S, hs] -> [nh, T, hs]:  softmax(q k^T / sqrt(hs) + mask) v
-    T, S = q.shape[1], k.shape[1]
-    scores = q @ k.transpose(0, 2, 1) / np.float32(math.sqrt(q.shape[-1]))  # [nh, T, S]
-    scores = np.where(causal_mask(T, S), scores, np.float32(-1e10))
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=None) -> np.ndarray:
+    # q [..., nh, T, hs], k/v [..., nh, S, hs] -> [..., nh, T, hs]:
+    # softmax(q k^T / sqrt(hs) + mask) v. mask: None = causal (causal_mask(T, S)), or a bool
+    # array that broadcasts to the scores [..., nh, T, S] (a tree's, a batch's), True = may
+    # attend. A masked key gets exp(-1e10 - max) = 0 exactly: it changes nothing.
+    T, S = q.shape[-2], k.shape[-2]
+    scores = q @ k.swapaxes(-1, -2) / np.float32(math.sqrt(q.shape[-1]))  # [..., nh, T, S]
+    scores = np.where(causal_mask(T, S) if mask is None else mask, scores, np.float32(-1e10))
     return softmax(scores) @ v
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the new positions of one forward pass sit: everything a block needs besides x.
+
+    One forward (`GPT.residual_at`) serves every pass; only this differs between them:
+
+    * a sequence (`causal_placement`): T tokens at positions start.., causal mask;
+    * a tree (reference/tree_forward.py): positions = cache length + depth, the ancestor mask;
+    * a ragged batch (reference/batch.py): B rows of T, each row at its own start, with its
+      own mask, padding positions writing nothing.
+    """
+
+    shape: tuple[int, ...]  # (T,) or (B, T): the new positions, R = their product rows of x
+    positions: slice | np.ndarray  # wpe rows they read: a slice, or an int array of `shape`
+    mask: np.ndarray | None  # None = causal; else bool, broadcasts to [..., nh, T, S]
+    start: int | np.ndarray  # first slot written: an int, or [B] (one per batch row)
+    stop: int  # S: attention reads cache slots [0, stop)
+    n_new: np.ndarray | None = None  # [B] real positions per batch row; None = all of shape
+
+    @property
+    def written(self) -> int | np.ndarray:  # what the cache's mark_written is told
+        return self.shape[-1] if self.n_new is None else self.n_new
+
+    def write(self, cache, layer: int, k: np.ndarray, v: np.ndarray):
+        # k/v [..., nh, T, hs] -> (keys, values) [..., nh, S, hs]: the temporary write of the
+        # new positions at their slots, then the whole history they attend to
+        if self.n_new is None:
+            cache.write(layer, self.start, k, v)
+        else:  # a batch cache writes each row's real positions only
+            cache.write(layer, self.start, self.n_new, k, v)
+        return cache.keys(layer, self.stop), cache.values(layer, self.stop)
+
+
+def causal_placement(start: int, T: int) -> Placement:
+    # T tokens of one sequence right after slot `start` (the cache's end; 0 without a cache)
+    return Placement((T,), slice(start, start + T), None, start, start + T)
 
 
 class GPT:
     """A GPT-2 decoder. ``forward(tokens, cache)`` returns logits for every new position.
 
-    The four steps a block is made of are methods (`norm`, `linear`, `attend`, `activation`)
-    so that an opt-in fast path (lab/fast_cpu.py) can replace how they are computed
-    without touching what they compute; here they are the plain functions above.
+    Every pass -- a sequence, a tree of drafts, a ragged batch -- runs the one block below
+    (`residual_at`); they differ only in their `Placement`. The four steps a block is made
+    of are methods (`norm`, `linear`, `attend`, `activation`, plus `logits`) so that the
+    CPU fast path (lab/fast_cpu.py) and the GPU twin (gpu/model.py) can replace how they are
+    computed without touching what they compute, for every kind of pass at once; here they
+    are the plain functions above.
     """
 
     def __init__(self, config: GPTConfig, params: dict[str, np.ndarray]) -> None:
@@ -135,51 +181,63 @@ class GPT:
     def residual_unchecked(self, tokens: np.ndarray, cache: KVCache | None = None) -> np.ndarray:
         # tokens [T] -> x [T, C]: the residual stream after the last block
         start = 0 if cache is None else cache.end
-        x = self.blocks(self.embed(tokens, start), cache, start, 0, self.config.n_layer)
+        return self.residual_at(tokens, causal_placement(start, len(tokens)), cache)
+
+    def residual_at(self, tokens: np.ndarray, at: Placement, cache=None) -> np.ndarray:
+        # tokens of at.shape -> x [R, C] (R positions as rows): THE forward pass. A sequence,
+        # a tree and a batch differ only in `at` (positions, mask, slots); the block is one.
+        at = self.placed(at)
+        x = self.embed(tokens, at.positions)
+        x = self.blocks(x.reshape(-1, x.shape[-1]), cache, at, 0, self.config.n_layer)
         if cache is not None:
-            cache.mark_written(len(tokens))
+            cache.mark_written(at.written)
         return x
 
-    def embed(self, tokens: np.ndarray, start: int) -> np.ndarray:
-        # tokens [T] at absolute positions start.. -> x [T, C]: token + position embeddings
+    def placed(self, at: Placement) -> Placement:
+        # the placement as this model's arrays (the GPU twin moves its arrays to its device)
+        return at
+
+    def embed(self, tokens: np.ndarray, positions) -> np.ndarray:
+        # tokens [..., T], positions (a slice or ids of the same shape) -> x [..., T, C]:
+        # token + position embeddings
         P = self.params
-        return P["wte.weight"][tokens] + P["wpe.weight"][start : start + len(tokens)]
+        return P["wte.weight"][tokens] + P["wpe.weight"][positions]
 
     def blocks(
-        self, x: np.ndarray, cache: KVCache | None, start: int, first: int, stop: int
+        self, x: np.ndarray, cache: KVCache | None, at: Placement, first: int, stop: int
     ) -> np.ndarray:
-        # [T, C] -> [T, C]: blocks first..stop-1, each writing its K/V at slots start.. (a
+        # [R, C] -> [R, C]: blocks first..stop-1, each writing its K/V at the slots of `at` (a
         # verification pass that reuses a drafter's lower layers runs them in two spans)
         for i in range(first, stop):
-            x = self.block(x, i, cache, start)
+            x = self.block(x, i, cache, at)
         return x
 
     def logits(self, h: np.ndarray) -> np.ndarray:
         # [T, C] @ [C, V] -> [T, V]: the output layer is the tied token embedding
         return h @ self.params["wte.weight"].T
 
-    def block(self, x: np.ndarray, i: int, cache: KVCache | None, start: int) -> np.ndarray:
-        # [T, C] -> [T, C]: pre-LayerNorm residual block
+    def block(self, x: np.ndarray, i: int, cache: KVCache | None, at: Placement) -> np.ndarray:
+        # [R, C] -> [R, C]: pre-LayerNorm residual block. Norms, linears and the activation
+        # act on each position alone, so they see the R positions as rows of one array; only
+        # attention needs to know which position is which (`at`).
         h = f"h.{i}."
-        x = x + self.attention_block(self.norm(x, h + "ln_1"), i, cache, start)
+        x = x + self.attention_block(self.norm(x, h + "ln_1"), i, cache, at)
         m = self.activation(self.linear(self.norm(x, h + "ln_2"), h + "mlp.c_fc"))
         return x + self.linear(m, h + "mlp.c_proj")
 
     def attention_block(
-        self, x: np.ndarray, i: int, cache: KVCache | None, start: int
+        self, x: np.ndarray, i: int, cache: KVCache | None, at: Placement
     ) -> np.ndarray:
-        # [T, C] -> [T, C]: multi-head causal self-attention over cached + new positions
+        # [R, C] -> [R, C]: multi-head self-attention over cached + new positions
         nh = self.config.n_head
         h = f"h.{i}.attn."
-        qkv = self.linear(x, h + "c_attn")  # [T, 3C]
         C = x.shape[-1]
-        q, k, v = (split_heads(qkv[:, j * C : (j + 1) * C], nh) for j in range(3))  # [nh, T, hs]
-        if cache is not None:  # temporary write: slots [start, start + T) of layer i
-            cache.write(i, start, k, v)
-            stop = start + x.shape[0]
-            k, v = cache.keys(i, stop), cache.values(i, stop)  # [nh, S, hs]: history + new
-        out = merge_heads(self.attend(q, k, v))
-        return self.linear(out, h + "c_proj")
+        qkv = self.linear(x, h + "c_attn").reshape(at.shape + (3 * C,))  # [..., T, 3C]
+        q, k, v = (split_heads(qkv[..., j * C : (j + 1) * C], nh) for j in range(3))
+        if cache is not None:  # temporary write at the new slots; then history + new
+            k, v = at.write(cache, i, k, v)  # [..., nh, S, hs]
+        out = merge_heads(self.attend(q, k, v, at.mask))  # [..., T, C]
+        return self.linear(out.reshape(x.shape), h + "c_proj")
 
     # The four computations of a block, by parameter name.
 
@@ -190,8 +248,8 @@ class GPT:
     def linear(self, x: np.ndarray, name: str) -> np.ndarray:  # [T, C_in] -> [T, C_out]
         return linear(x, self.params[name + ".weight"], self.params[name + ".bias"])
 
-    def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return attention(q, k, v)  # [nh, T, hs], [nh, S, hs] x2 -> [nh, T, hs]
+    def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=None) -> np.ndarray:
+        return attention(q, k, v, mask)  # [..., nh, T, hs], [..., nh, S, hs] x2 -> [.., T, hs]
 
     def activation(self, x: np.ndarray) -> np.ndarray:  # [...] -> [...]
         return gelu(x)

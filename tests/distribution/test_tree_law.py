@@ -35,7 +35,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-import reference.tree as tree_mod
+import reference.tree.forward as tree_forward_mod
+import reference.tree.loop as tree_loop
+import reference.tree.rule as tree_rule
 from reference.sampling import SamplingParams
 from reference.tree import (
     POINT,
@@ -243,7 +245,7 @@ def gap(widths, draw, seed=12):
 
 def test_the_residual_must_be_updated_between_siblings(monkeypatch):
     """A verifier that judges every sibling against the original p (no residual update)."""
-    monkeypatch.setattr(tree_mod, "residual_distribution", lambda p, q: p)
+    monkeypatch.setattr(tree_rule, "residual_distribution", lambda p, q: p)
     assert gap((3,), SAMPLED) > BROKEN_GAP
     assert gap((2, 1), POINT) > BROKEN_GAP
 
@@ -252,7 +254,7 @@ def test_q_must_lose_the_rejected_token_without_replacement(monkeypatch):
     """Siblings drawn without replacement judged with the q they were NOT drawn from (the
     full row, rejected tokens still in it)."""
     assert gap((3,), WITHOUT_REPLACEMENT) < EXACT_ATOL
-    monkeypatch.setattr(tree_mod, "without_tokens", lambda q, tokens: q.astype(np.float64))
+    monkeypatch.setattr(tree_rule, "without_tokens", lambda q, tokens: q.astype(np.float64))
     assert gap((3,), WITHOUT_REPLACEMENT) > BROKEN_GAP
 
 
@@ -301,7 +303,7 @@ def test_position_ids_must_be_depths_and_siblings_must_not_see_each_other(monkey
     """The tree forward's two classic mistakes, on the real model: each moves the law by
     at least ten times the tolerance of the check above."""
     target, draft = tiny_gpt(V, 16, 8, 2, 2, 0.8, 21), tiny_gpt(V, 16, 8, 1, 2, 0.8, 22)
-    real_mask = tree_mod.ancestor_mask
+    real_mask = tree_forward_mod.ancestor_mask
 
     def sees_siblings(parents):
         mask = real_mask(parents)
@@ -310,11 +312,11 @@ def test_position_ids_must_be_depths_and_siblings_must_not_see_each_other(monkey
         return mask
 
     with monkeypatch.context() as m:
-        m.setattr(tree_mod, "position_ids", lambda parents, n: n + np.arange(len(parents)))
+        m.setattr(tree_forward_mod, "position_ids", lambda parents, n: n + np.arange(len(parents)))
         got, expected = real_model_laws(target, draft)
         assert max_abs_difference(got, expected) > 10 * REAL_ATOL
     with monkeypatch.context() as m:
-        m.setattr(tree_mod, "ancestor_mask", sees_siblings)
+        m.setattr(tree_forward_mod, "ancestor_mask", sees_siblings)
         got, expected = real_model_laws(target, draft)
         assert max_abs_difference(got, expected) > 10 * REAL_ATOL
 
@@ -362,7 +364,7 @@ def test_verify_tree_samples_its_exact_law():
 def test_the_sampled_check_rejects_a_sampler_without_residual_update(monkeypatch):
     name, (p, tree) = next(iter(fixed_trees().items()))
     law_p = verify_tree_law(p, tree)  # the correct law, before breaking the sampler
-    monkeypatch.setattr(tree_mod, "residual_distribution", lambda p, q: p)
+    monkeypatch.setattr(tree_rule, "residual_distribution", lambda p, q: p)
     rng = np.random.default_rng(7)
     counts = Counter()
     for _ in range(N_SAMPLES):
@@ -492,7 +494,7 @@ def test_the_loop_check_rejects_a_round_without_compaction(monkeypatch):
     target's cache: later rounds read the wrong history, and the loop's law moves."""
     target, setups = loop_setups()
     make, temperature = setups["sampled (2, 2), T=1"]
-    monkeypatch.setattr(tree_mod, "compact", lambda cache, slots: None)
+    monkeypatch.setattr(tree_loop, "compact", lambda cache, slots: None)
     result = loop_check("no compaction", target, make, temperature, seed=7)
     assert result.p_value < POWER_P, result.describe()
 
@@ -503,13 +505,13 @@ def test_the_loop_check_rejects_a_compaction_that_copies_a_siblings_kv(monkeypat
     sibling's token at that position, and the loop's law moves."""
     target, setups = loop_setups()
     make, temperature = setups["sampled (2, 2), T=1"]
-    right = tree_mod.kept_slots
+    right = tree_loop.kept_slots
 
     def sibling(a: int) -> int:
         return a + 1 if a % 2 else a - 1
 
     monkeypatch.setattr(
-        tree_mod, "kept_slots", lambda m, path: right(m, [sibling(a) for a in path])
+        tree_loop, "kept_slots", lambda m, path: right(m, [sibling(a) for a in path])
     )
     result = loop_check("a sibling's K/V compacted", target, make, temperature, seed=8)
     assert result.p_value < POWER_P, result.describe()

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reference.tree as tree_mod
+import reference.tree.forward as tree_forward_mod
 from reference import SamplingParams, SpeculativeStats, generate
 from reference.tree import (
     POINT,
@@ -195,7 +196,7 @@ def test_the_check_catches_a_sibling_visible_mask_and_index_positions(model, mon
     context = np.array([5, 3, 8, 2, 11])
     tree = random_tree((3, 2), np.random.default_rng(0))
     tree = Tree(np.concatenate([[11], tree.tokens[1:]]), tree.parents, tree.q, tree.draws)
-    real_mask, real_positions = tree_mod.ancestor_mask, tree_mod.position_ids
+    real_mask, real_positions = tree_forward_mod.ancestor_mask, tree_forward_mod.position_ids
 
     def sees_siblings(parents):
         mask = real_mask(parents)
@@ -203,14 +204,14 @@ def test_the_check_catches_a_sibling_visible_mask_and_index_positions(model, mon
             mask[i, : i + 1] |= np.asarray(parents[: i + 1]) == parent
         return mask
 
-    monkeypatch.setattr(tree_mod, "ancestor_mask", sees_siblings)
+    monkeypatch.setattr(tree_forward_mod, "ancestor_mask", sees_siblings)
     with pytest.raises(AssertionError):
         node_rows_match_plain_forward(model, context, tree)
-    monkeypatch.setattr(tree_mod, "ancestor_mask", real_mask)
-    monkeypatch.setattr(tree_mod, "position_ids", lambda p, n: n + np.arange(len(p)))
+    monkeypatch.setattr(tree_forward_mod, "ancestor_mask", real_mask)
+    monkeypatch.setattr(tree_forward_mod, "position_ids", lambda p, n: n + np.arange(len(p)))
     with pytest.raises(AssertionError):
         node_rows_match_plain_forward(model, context, tree)
-    monkeypatch.setattr(tree_mod, "position_ids", real_positions)
+    monkeypatch.setattr(tree_forward_mod, "position_ids", real_positions)
     node_rows_match_plain_forward(model, context, tree)
 
 

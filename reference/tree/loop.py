@@ -1,0 +1,184 @@
+"""One tree round, and the loop: speculative.run_rounds with `tree_round`.
+
+1. draft              the drafter builds a Tree of depth <= k
+2. verification pass  ONE target forward over [catch-up tokens, root, nodes 1..n-1]
+3. verify_tree        walk down the accepted children; one more token at the end
+4. compact, commit    the accepted path gathered after the committed slots; roll back
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from reference.checks import check_clock
+from reference.drafters import Draft
+from reference.kv_cache import KVCache
+from reference.model import GPT
+from reference.sampling import SamplingParams
+from reference.speculative import (
+    CacheSpan,
+    Round,
+    SpeculativeResult,
+    check_loop_inputs,
+    observe_target,
+    run_rounds,
+)
+from reference.tree.compaction import compact, kept_slots
+from reference.tree.forward import target_room, tree_verification_pass
+from reference.tree.rule import TreeVerification, verify_tree_unchecked
+from reference.tree.shape import Tree, check_tree
+from reference.verification import Verification
+
+
+@dataclass(frozen=True)
+class TreeRound:
+    """What one tree round did. The loop reads `draft`, `verification` and the statistics'
+    three counts: `k` (the depth drafted), `nodes` (the candidates verified) and `examined`
+    (the depths the walk judged); the accepted path's length is verification.accepted."""
+
+    tree: Tree
+    p: np.ndarray  # [n, V] the verification pass's rows, one per node
+    result: TreeVerification
+    n_catch_up: int  # committed tokens the target cache lacked (the root included)
+    max_depth: int  # the depth asked for (the loop's k for this round)
+    target_cache: CacheSpan
+    draft_cache: CacheSpan | None
+
+    @property
+    def k(self) -> int:  # positions drafted: the tree's depth (a chain round's k_round)
+        return self.tree.depth
+
+    @property
+    def nodes(self) -> int:  # candidates verified: every node but the root
+        return self.tree.n_nodes - 1
+
+    @property
+    def examined(self) -> int:  # depths judged along the walk: the accepted ones, and the
+        # one below where it stopped if that node had children (all of them rejected)
+        path = self.result.path
+        stopped_at = path[-1] if path else 0
+        return len(path) + int(bool(self.tree.children(stopped_at)))
+
+    @property
+    def draft(self) -> Draft:  # the accepted path, as the chain loop sees a draft
+        path = list(self.result.path)
+        return Draft(self.tree.tokens[path], self.tree.q[path])
+
+    @property
+    def verification(self) -> Verification:
+        return Verification(len(self.result.path), self.result.token)
+
+    def as_chain_round(self) -> Round:
+        # The round as the chain trace can show it: the accepted path, then -- when the
+        # walk stopped at a node with children, all rejected -- its first child as the
+        # rejected draft (its other siblings are not shown). p: the target rows of those
+        # nodes plus the row after the last one, as a chain Round has them.
+        path = list(self.result.path)
+        kids = self.tree.children(path[-1] if path else 0)
+        shown = path + kids[:1]
+        draft = Draft(self.tree.tokens[shown], self.tree.q[shown])
+        return Round(
+            draft,
+            self.p[[0, *shown]],
+            self.verification,
+            self.n_catch_up,
+            self.target_cache,
+            self.draft_cache,
+        )
+
+
+def tree_round(
+    target: GPT,
+    cache: KVCache,
+    drafter,
+    context: np.ndarray,
+    k: int,
+    sampling: SamplingParams,
+    rng: np.random.Generator,
+    verify_fn=None,
+    clock=None,
+) -> TreeRound:
+    # context [n] -> TreeRound: draft a tree of depth <= k, verify it in one pass, compact
+    # and commit the accepted path in both caches, roll back the rest. `verify_fn`
+    # (p [n, V], tree, rng) -> TreeVerification replaces the exact rule (the library's lossy
+    # contrast, reference/typical.py, is the one user); None is verify_tree's.
+    clock = check_clock(clock)
+    draft_cache = getattr(drafter, "cache", None)
+    t_before = cache.length
+    d_before = draft_cache.length if draft_cache is not None else 0
+
+    tree = drafter.propose_tree(context, k, target_room(cache, context), sampling, rng)  # 1.
+    check_tree(tree, target.n_vocab)
+    if tree.depth > k or tree.n_nodes > target_room(cache, context):
+        raise ValueError(f"the drafter's tree exceeds depth {k} or the cache's room")
+    clock.mark("draft")
+    p, m, h = tree_verification_pass(target, cache, context, tree, sampling)  # 2.
+    clock.mark("target")
+    t_written = cache.end
+    d_written = draft_cache.end if draft_cache is not None else 0
+    decide = verify_tree_unchecked if verify_fn is None else verify_fn
+    result = decide(p, tree, rng)  # 3.
+    clock.mark("verify")
+
+    keep = kept_slots(m, result.path)  # 4. the path, gathered after the committed slots
+    compact(cache, keep)
+    cache.commit(len(keep))
+    cache.rollback()
+    drafter.commit_path(result.path)
+    drafter.rollback()
+    observe_target(drafter, h[result.path[-1] if result.path else 0])
+    return TreeRound(
+        tree=tree,
+        p=p,
+        result=result,
+        n_catch_up=m,
+        max_depth=k,
+        target_cache=CacheSpan(t_before, t_written, cache.length),
+        draft_cache=(
+            CacheSpan(d_before, d_written, draft_cache.length) if draft_cache is not None else None
+        ),
+    )
+
+
+def tree_speculative_generate(
+    target: GPT,
+    drafter,
+    prompt,
+    *,
+    max_new_tokens: int,
+    rng: np.random.Generator,
+    k: int | None = None,
+    sampling: SamplingParams = SamplingParams(),
+    eos_id: int | None = None,
+    trace: bool = False,
+    clock=None,
+    verify_fn=None,
+) -> SpeculativeResult:
+    # prompt [n] -> SpeculativeResult; k = the depth the trees are cut at (default and at
+    # most: the drafter's own depth, so the statistics never count depths no tree has);
+    # verify_fn: another tree rule for every round (tree_round), None = the exact one.
+    # The loop is speculative.run_rounds with tree_round: the same prefill, stop rules,
+    # statistics (per depth, as a chain's per position, plus the nodes verified: see
+    # SpeculativeStats) and trace (the accepted path of each round).
+    k = drafter.depth if k is None else k
+    prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
+        target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
+    )
+    k = min(k, drafter.depth)
+    return run_rounds(
+        target,
+        drafter,
+        prompt,
+        k,
+        max_new_tokens,
+        rng,
+        sampling,
+        eos_id,
+        trace,
+        verify_fn,
+        clock,
+        round_fn=tree_round,
+        traced=TreeRound.as_chain_round,
+    )
