@@ -46,6 +46,7 @@ from reference.speculative import (
     CacheSpan,
     Round,
     RoundTrace,
+    RunSetup,
     SpeculativeResult,
     SpeculativeStats,
     cache_span_start,
@@ -146,7 +147,7 @@ def speculative_round(
     # context [n] committed tokens (host) -> Round, with its draft tokens on the host and its
     # q and p rows on the device. Same steps as the reference's round.
     clock = check_clock(clock)
-    draft_cache = getattr(drafter, "cache", None)
+    draft_cache = drafter.cache
     t_before, d_before = cache.length, cache_span_start(draft_cache)[0]
 
     draft = device_draft(drafter, context, k, sampling, rng, target.n_vocab)  # 1. draft
@@ -201,18 +202,7 @@ def speculative_generate(
     prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
         target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
     )
-    return run_rounds(
-        target,
-        drafter,
-        prompt,
-        k,
-        max_new_tokens,
-        rng,
-        sampling,
-        eos_id,
-        trace,
-        verify_fn,
-        clock,
-        round_fn=speculative_round,
-        traced=host_round,
+    setup = RunSetup(
+        target, drafter, sampling, rng, verify_fn, clock, speculative_round, host_round
     )
+    return run_rounds(setup, prompt, k, max_new_tokens, eos_id, trace)

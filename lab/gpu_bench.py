@@ -24,6 +24,7 @@ from gpu.backend import backend_name, counting_transfers
 from lab.bench import held_out_code_prompts
 from lab.bundled import DRAFT_DIR, TARGET_DIR, load_bundled_pair
 from lab.fast_cpu import fast
+from reference.drafters import Drafter
 from reference.sampling import GREEDY
 
 
@@ -67,7 +68,7 @@ def twin_rows(prompts, ks, max_new_tokens: int, repeats: int) -> dict:
     return rows
 
 
-class NoDrafter:
+class NoDrafter(Drafter):
     """Proposes nothing: every round is then one target step for each sequence, so a batch
     decodes autoregressively through the same batched loop (the batch's AR baseline)."""
 

@@ -13,14 +13,20 @@ with nothing to precompute does nothing there; `propose` must work either way.
 `q` must be the exact distribution each token was drawn from. A drafter that proposes
 deterministically (n-gram / prompt lookup) returns one-hot rows; `verify` needs nothing else.
 
-Two optional extras, for drafters made of the target itself:
+Optional parts, declared by `Drafter` with defaults (a drafter subclasses `Drafter` and
+overrides only what it has):
+  * `cache` (default None): its own KV cache; the loop reports its spans per round;
+  * `observe(h)` (default: nothing): after every round and after prefill, the target's final
+    hidden state h [C] at the last position whose successor has been sampled -- all extra
+    heads need to draft the next round (reference/heads.py);
   * a Draft may carry `shared` (SharedLayers): the target's own lower layers already ran
     over the round's rows while drafting (early exit), so the verification pass starts
-    those rows at the exit layer instead of recomputing them (reference/early_exit.py);
-  * a drafter with an `observe(h)` method is handed, after every round and after prefill,
-    the target's final hidden state h [C] at the last position whose successor has been
-    sampled: all extra heads need to draft the next round (reference/heads.py).
-Neither can change the output law: q stays the distribution each token was drawn from.
+    those rows at the exit layer instead of recomputing them (`SharedLayers.continue_in`);
+  * `library_checked` (default False): True only for this library's drafters, whose
+    proposals are valid by construction (their tests check it); the round checks every
+    other drafter's proposal before the target reads it -- a subclass that writes its own
+    `propose` included (`proposals_checked`).
+None of them can change the output law: q stays the distribution each token was drawn from.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import numpy as np
 
 from reference.checks import as_token_array, check_generator, check_number, check_positive_int
 from reference.kv_cache import KVCache, catch_up_tokens
-from reference.model import GPT
+from reference.model import GPT, causal_placement
 from reference.sampling import SamplingParams, check_sampling, probabilities, sample_token
 
 
@@ -50,6 +56,28 @@ class SharedLayers:
     hidden: np.ndarray  # [m, C]
     cache: KVCache  # the drafter's cache of blocks 0..L'-1
 
+    def continue_in(self, target: GPT, cache: KVCache, tokens: np.ndarray) -> np.ndarray:
+        # tokens [T] at slots cache.end.. -> x [T, C] after the target's last block, written
+        # into the target cache as T temporary entries, reusing these rows where they exist
+        start, L1, L = cache.end, self.n_layer, target.config.n_layer
+        offset = start - self.start  # rows the drafter fed before the target's first row
+        if offset < 0:
+            raise ValueError(
+                f"the drafter's shared rows start at position {self.start}, after the "
+                f"target's first uncached position {start}: they cannot stand for its rows"
+            )
+        r = int(np.clip(len(self.hidden) - offset, 0, len(tokens)))  # rows the drafter fed
+        for i in range(L1):  # 1. their K/V of blocks 0..L'-1, from the drafter's cache
+            k = self.cache.k[i, :, start : start + r]
+            cache.write(i, start, k, self.cache.v[i, :, start : start + r])
+        # 2. blocks 0..L'-1 for the rows it never fed (x_k), attending to the copied slots
+        late = causal_placement(start + r, len(tokens) - r)
+        rest = target.blocks(target.embed(tokens[r:], late.positions), cache, late, 0, L1)
+        x = np.concatenate([self.hidden[offset : offset + r], rest])  # [T, C]: x_L' of each
+        x = target.blocks(x, cache, causal_placement(start, len(tokens)), L1, L)  # 3. L'..L-1
+        cache.mark_written(len(tokens))
+        return x
+
 
 @dataclass(frozen=True)
 class Draft:
@@ -58,7 +86,19 @@ class Draft:
     shared: SharedLayers | None = None  # lower-layer rows the verification pass may reuse
 
 
-class Drafter(Protocol):
+class DrafterParts(Protocol):
+    """The optional parts every kind of drafter may have, with their defaults."""
+
+    cache: KVCache | None = None  # its own KV cache (the loop reports its spans)
+    library_checked: bool = False  # True only for this library's own drafters
+
+    def observe(self, h: np.ndarray) -> None:  # h [C], the target's last hidden state
+        return None
+
+
+class Drafter(DrafterParts, Protocol):
+    """What the loop asks of a drafter. Subclass it: the optional parts get their defaults."""
+
     n_vocab: int  # V: must equal the target's
     n_ctx: int  # longest context the drafter can read
 
@@ -75,6 +115,32 @@ class Drafter(Protocol):
     def rollback(self) -> None: ...
 
 
+# what each kind of loop calls (a tree drafter's are in reference/tree/drafters.py)
+CHAIN_PARTS = ("n_vocab", "n_ctx", "reset", "prefill", "propose", "commit", "rollback")
+OPTIONAL_PARTS = ("cache", "observe", "library_checked")
+
+
+def proposals_checked(drafter) -> bool:
+    # True when the class that wrote this drafter's propose declares library_checked itself
+    # (the library's own): a subclass that overrides propose is a plug-in, checked each round
+    owner = next((c for c in type(drafter).__mro__ if "propose" in vars(c)), None)
+    return owner is not None and "library_checked" in vars(owner) and bool(drafter.library_checked)
+
+
+def check_drafter(drafter, required: tuple[str, ...] = CHAIN_PARTS) -> None:
+    """Raise a TypeError naming what is missing unless `drafter` has every part the loop
+    calls (checked once, at the loop's entry, so that the round calls them plainly)."""
+    missing = [name for name in required if not hasattr(drafter, name)]
+    if missing:
+        raise TypeError(f"the drafter {type(drafter).__name__} lacks {', '.join(missing)}")
+    optional = [name for name in OPTIONAL_PARTS if not hasattr(drafter, name)]
+    if optional:
+        raise TypeError(
+            f"the drafter {type(drafter).__name__} lacks {', '.join(optional)}: subclass "
+            f"reference.drafters.Drafter, which gives its optional parts their defaults"
+        )
+
+
 def check_confidence(value) -> float | None:
     return check_number(
         value,
@@ -85,7 +151,7 @@ def check_confidence(value) -> float | None:
     )
 
 
-class ModelDrafter:
+class ModelDrafter(Drafter):
     """An independent, smaller GPT that drafts autoregressively with its own KV cache.
 
     Cache discipline per round (context = committed tokens, last one not cached yet):
@@ -100,6 +166,8 @@ class ModelDrafter:
     With `min_confidence`, a round may stop after n < k drafts: d_1 .. d_n were then all
     fed (q_{n+1} was computed to decide to stop), so no catch-up follows such a round.
     """
+
+    library_checked = True  # q rows from `probabilities`, each token sampled from its row
 
     def __init__(self, model: GPT, min_confidence: float | None = None) -> None:
         # min_confidence: stop a round's drafting early, before position i > 1, when the

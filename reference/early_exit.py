@@ -36,8 +36,7 @@ import numpy as np
 
 from reference.checks import check_positive_int
 from reference.drafters import Draft, ModelDrafter, SharedLayers
-from reference.kv_cache import KVCache
-from reference.model import GPT, causal_placement
+from reference.model import GPT
 
 EXIT_ADAPTER = ("exit.proj.weight", "exit.proj.bias")  # optional: [C, C], [C]
 EXIT_NORM = ("exit.ln.weight", "exit.ln.bias")  # optional: [C], [C] (default: the target's ln_f)
@@ -72,6 +71,8 @@ class EarlyExitDrafter(ModelDrafter):
     head: optional trained exit head, a dict with EXIT_NORM (and optionally EXIT_ADAPTER)
     arrays; without one, the exit is the target's own final LayerNorm and tied embedding.
     """
+
+    library_checked = True  # ModelDrafter's proposal, with the rows it fed attached
 
     def __init__(
         self,
@@ -150,32 +151,3 @@ def check_exit_head(head, n_embd: int) -> dict[str, np.ndarray]:
             raise ValueError(f"exit-head parameter {name!r} holds non-finite values")
         out[name] = value
     return out
-
-
-def residual_sharing(
-    target: GPT, cache: KVCache, tokens: np.ndarray, shared: SharedLayers
-) -> np.ndarray:
-    # tokens [T] at slots cache.end.. -> x [T, C] after the target's last block, written into
-    # the target cache as T temporary entries, reusing the drafter's rows where it has them
-    start, L1, L = cache.end, shared.n_layer, target.config.n_layer
-    offset = start - shared.start  # rows the drafter fed before the target's first row
-    if offset < 0:
-        raise ValueError(
-            f"the drafter's shared rows start at position {shared.start}, after the target's "
-            f"first uncached position {start}: they cannot stand for the target's rows"
-        )
-    r = int(np.clip(len(shared.hidden) - offset, 0, len(tokens)))  # rows the drafter fed
-    for i in range(L1):  # 1. their K/V of blocks 0..L'-1, from the drafter's cache
-        cache.write(
-            i,
-            start,
-            shared.cache.k[i, :, start : start + r],
-            shared.cache.v[i, :, start : start + r],
-        )
-    # 2. blocks 0..L'-1 for the rows it never fed (x_k), attending to the copied slots
-    late = causal_placement(start + r, len(tokens) - r)
-    rest = target.blocks(target.embed(tokens[r:], late.positions), cache, late, 0, L1)
-    x = np.concatenate([shared.hidden[offset : offset + r], rest])  # [T, C]: x_L' of every row
-    x = target.blocks(x, cache, causal_placement(start, len(tokens)), L1, L)  # 3. blocks L'..
-    cache.mark_written(len(tokens))
-    return x

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from reference.checks import as_token_array, check_generator, check_positive_int
-from reference.drafters import Draft
+from reference.drafters import Draft, Drafter
 from reference.model import GPT
 from reference.sampling import SamplingParams, check_sampling, probabilities, sample_token
 
@@ -55,8 +55,10 @@ def check_heads(heads, n_embd: int) -> tuple[np.ndarray, np.ndarray]:
     return w, b
 
 
-class HeadsDrafter:
+class HeadsDrafter(Drafter):
     """h extra heads on the target's last hidden state; drafts up to h tokens per round."""
+
+    library_checked = True  # q from `probabilities`, each token sampled from its row
 
     def __init__(self, target: GPT, heads: dict[str, np.ndarray]) -> None:
         self.target = target

@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from reference.checks import as_token_array, check_generator, check_number, check_positive_int
-from reference.drafters import Draft, Drafter
+from reference.drafters import Draft, Drafter, check_drafter, proposals_checked
 from reference.sampling import SamplingParams, check_sampling, one_hot
 
 PREFERENCES = ("recent", "longest")
@@ -96,9 +96,11 @@ def point_mass_rows(tokens: np.ndarray, n_vocab: int) -> np.ndarray:
     return one_hot(tokens, n_vocab, np.float32)
 
 
-class LookupDrafter:
+class LookupDrafter(Drafter):
     """Prompt lookup: drafts by copying what followed an earlier occurrence of the last n
     tokens of the committed context, with one-hot q rows (see the module docstring)."""
+
+    library_checked = True  # its tokens come from the checked context, its rows are one-hot
 
     def __init__(
         self,
@@ -150,7 +152,7 @@ class LookupDrafter:
         pass  # nothing cached: the rejected drafts were never stored
 
 
-class HybridDrafter:
+class HybridDrafter(Drafter):
     """The lookup when it matches, otherwise the fallback drafter (e.g. a ModelDrafter).
 
     Which one drafts a round is decided from the committed context alone, before the target
@@ -169,6 +171,7 @@ class HybridDrafter:
     """
 
     def __init__(self, lookup: LookupDrafter, fallback: Drafter) -> None:
+        check_drafter(fallback)  # every part it will be asked for, optional ones included
         if lookup.n_vocab != fallback.n_vocab:
             raise ValueError(
                 f"the lookup and the fallback drafter must share one vocabulary: the lookup "
@@ -187,9 +190,12 @@ class HybridDrafter:
         return min(self.lookup.n_ctx, self.fallback.n_ctx)
 
     @property
-    def cache(self):
-        # the fallback's cache (None if it has none): the loop reports its spans per round
-        return getattr(self.fallback, "cache", None)
+    def library_checked(self) -> bool:  # its drafts are its parts': checked as theirs are
+        return proposals_checked(self.lookup) and proposals_checked(self.fallback)
+
+    @property
+    def cache(self):  # the fallback's cache (None if it has none): its spans per round
+        return self.fallback.cache
 
     def reset(self) -> None:
         self.lookup.reset()
@@ -222,7 +228,5 @@ class HybridDrafter:
 
     def observe(self, h: np.ndarray) -> None:
         # a fallback that drafts from the target's state (extra heads) needs it after every
-        # round, whoever proposed: the next round may be its
-        observe = getattr(self.fallback, "observe", None)
-        if observe is not None:
-            observe(h)
+        # round, whoever proposed: the next round may be its (a Drafter's default ignores it)
+        self.fallback.observe(h)

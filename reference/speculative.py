@@ -35,8 +35,14 @@ from reference.checks import (
     check_positive_int,
     check_probability_rows,
 )
-from reference.drafters import Draft, Drafter, SharedLayers
-from reference.early_exit import residual_sharing
+from reference.drafters import (
+    CHAIN_PARTS,
+    Draft,
+    Drafter,
+    SharedLayers,
+    check_drafter,
+    proposals_checked,
+)
 from reference.kv_cache import KVCache, catch_up_tokens
 from reference.model import GPT
 from reference.sampling import SamplingParams, check_sampling, probabilities
@@ -272,6 +278,8 @@ def round_draft_length(k: int, remaining: int) -> int:
 def check_draft(draft: Draft, k_round: int, n_vocab: int) -> None:
     # A drafter is plugged in from outside: its proposal is checked once, here, before
     # the target reads it (the library's own rows are trusted from here on).
+    if not isinstance(draft, Draft):
+        raise TypeError(f"the drafter's propose must return a Draft, got {type(draft).__name__}")
     n = len(draft.tokens)
     if n > k_round:
         raise ValueError(
@@ -303,8 +311,8 @@ def verification_pass(
     tokens = np.concatenate([new, draft_tokens])
     if shared is None:
         x = target.residual_unchecked(tokens, cache)
-    else:
-        x = residual_sharing(target, cache, tokens, shared)
+    else:  # an early-exit drafter's rows continue at its exit layer
+        x = shared.continue_in(target, cache, tokens)
     k = len(draft_tokens)
     h = target.norm(x[-(k + 1) :], "ln_f")  # [k+1, C]
     return probabilities(target.logits(h), sampling), len(new), h
@@ -317,14 +325,6 @@ def check_shared(shared: SharedLayers | None, target: GPT) -> None:
             "the drafter shares lower-layer rows of another model; an early-exit drafter "
             "must be built from the very target it drafts for"
         )
-
-
-def observe_target(drafter: Drafter, h: np.ndarray) -> None:
-    # h [C]: the target's final hidden state at the last position whose successor has been
-    # sampled; drafters that draft from the target's state (extra heads) keep it
-    observe = getattr(drafter, "observe", None)
-    if observe is not None:
-        observe(h)
 
 
 def cache_span_start(cache: KVCache | None) -> tuple[int, int]:
@@ -346,11 +346,12 @@ def speculative_round(
     # rollback of both caches. `verify_fn` None is the reference's verify on rows the
     # round has already checked; `clock` is charged "draft", "target" and "verify".
     clock = check_clock(clock)
-    draft_cache = getattr(drafter, "cache", None)
+    draft_cache = drafter.cache
     t_before, d_before = cache.length, cache_span_start(draft_cache)[0]
 
     draft = drafter.propose(context, k, sampling, rng)  # 1. draft
-    check_draft(draft, k, target.n_vocab)  # a drafter may stop early, never draft more
+    if not proposals_checked(drafter):  # a drafter from outside: checked before the target reads
+        check_draft(draft, k, target.n_vocab)  # it may stop early, never draft more
     check_shared(draft.shared, target)
     clock.mark("draft")
     p, n_catch_up, h = verification_pass(  # 2.
@@ -368,7 +369,7 @@ def speculative_round(
     cache.rollback()  # ... and drop the rejected drafts' slots
     drafter.commit(v.accepted)
     drafter.rollback()
-    observe_target(drafter, h[v.accepted])  # the row that scored the round's last token
+    drafter.observe(h[v.accepted])  # the target's row that scored the round's last token
     return Round(
         draft=draft,
         p=p,
@@ -396,7 +397,7 @@ def prefill(target: GPT, cache: KVCache, drafter: Drafter, prompt: np.ndarray) -
     if len(prompt) > 1:
         h = target.hidden_unchecked(prompt[:-1], cache)  # [n-1, C]
         cache.commit(len(prompt) - 1)
-        observe_target(drafter, h[-1])  # the row that scored the prompt's last token
+        drafter.observe(h[-1])  # the target's row that scored the prompt's last token
     drafter.prefill(prompt[:-1])
 
 
@@ -421,16 +422,27 @@ def speculative_generate(
     prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
         target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
     )
-    return run_rounds(
-        target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, trace, verify_fn, clock
-    )
+    setup = RunSetup(target, drafter, sampling, rng, verify_fn, clock, speculative_round)
+    return run_rounds(setup, prompt, k, max_new_tokens, eos_id, trace)
 
 
 def check_loop_inputs(
-    target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
+    target,
+    drafter,
+    prompt,
+    k,
+    max_new_tokens,
+    rng,
+    sampling,
+    eos_id,
+    verify_fn,
+    clock,
+    required=CHAIN_PARTS,
 ):
     # every check of `speculative_generate`, before anything is written
-    # -> (prompt [n] int64, k, max_new_tokens, eos_id, clock)
+    # -> (prompt [n] int64, k, max_new_tokens, eos_id, clock); required: the drafter's parts
+    # the loop calls (a chain drafter's; a tree drafter's TREE_PARTS)
+    check_drafter(drafter, required)
     check_pair(target, drafter)
     prompt = as_token_array(prompt, target.n_vocab, "prompt")
     k = check_positive_int(k, "k")
@@ -445,26 +457,47 @@ def check_loop_inputs(
     return prompt, k, max_new_tokens, eos_id, check_clock(clock)
 
 
+@dataclass(frozen=True)
+class RunSetup:
+    """What every round of one run shares, in one place: who drafts and who verifies, how
+    tokens are drawn, the verify rule, the clock, and which round is played.
+
+    `round` is called as round(target, cache, drafter, context, k, sampling, rng,
+    verify_fn, clock): `speculative_round` (a chain), reference.tree's `tree_round`, or the
+    GPU twin's round. `traced` turns a round into what a trace keeps (a tree round: its
+    accepted path as a chain round); None keeps it as it is."""
+
+    target: GPT
+    drafter: Drafter
+    sampling: SamplingParams
+    rng: np.random.Generator
+    verify_fn: Callable[..., object] | None  # None: the library's exact rule
+    clock: object  # a StageClock-like timer, or the no-op one (checks.check_clock)
+    round: Callable[..., Round]
+    traced: Callable[[Round], Round] | None = None
+
+    def play(self, cache: KVCache, context: np.ndarray, k: int) -> Round:
+        # one round of this run: draft up to k tokens after `context`, verify, commit
+        return self.round(
+            self.target,
+            cache,
+            self.drafter,
+            context,
+            k,
+            self.sampling,
+            self.rng,
+            self.verify_fn,
+            self.clock,
+        )
+
+
 def run_rounds(
-    target,
-    drafter,
-    prompt,
-    k,
-    max_new_tokens,
-    rng,
-    sampling,
-    eos_id,
-    trace,
-    verify_fn,
-    clock,
-    round_fn=None,
-    traced=None,
+    setup: RunSetup, prompt: np.ndarray, k: int, max_new_tokens: int, eos_id, trace: bool
 ) -> SpeculativeResult:
-    # The loop itself, on checked inputs: prefill, rounds until EOS or the length limit,
-    # statistics and the trace recorded outside each round. `round_fn` (default
-    # `speculative_round`) and `traced` (a Round -> the Round the trace keeps) let the GPU
-    # twin run this same loop around its own round.
-    round_fn = round_fn or speculative_round
+    # The loop itself, on checked inputs: prefill, rounds (setup.play) until EOS or the
+    # length limit, statistics and the trace recorded outside each round. Chains, trees and
+    # the GPU twin run this same loop; only setup.round differs.
+    target, drafter, clock = setup.target, setup.drafter, setup.clock
     clock.restart()
     cache = target.new_cache()
     prefill(target, cache, drafter, prompt)
@@ -477,11 +510,12 @@ def run_rounds(
     while True:
         remaining = max_new_tokens - len(out)
         k_round = round_draft_length(k, remaining)
-        rnd = round_fn(target, cache, drafter, context, k_round, sampling, rng, verify_fn, clock)
+        rnd = setup.play(cache, context, k_round)
         emitted = emitted_tokens(rnd.verification, rnd.draft, eos_id, remaining)
         stats.record(rnd.k, rnd.verification.accepted, rnd.examined, rnd.nodes)
         if rounds is not None:
-            rounds.append(RoundTrace.of(traced(rnd) if traced else rnd, len(context), emitted))
+            kept = setup.traced(rnd) if setup.traced else rnd
+            rounds.append(RoundTrace.of(kept, len(context), emitted))
         out.extend(emitted)
         context = np.concatenate([context, np.asarray(emitted, dtype=np.int64)])
         clock.mark("other")

@@ -278,15 +278,12 @@ def typical_tree_round(
     k: int,
     sampling: SamplingParams,
     rng: np.random.Generator,
-    verify_fn=None,
-    clock=None,
     *,
     threshold: TypicalThreshold,
+    clock=None,
 ) -> TreeRound:
     # LOSSY. reference.tree.tree_round with typical_verify_tree_unchecked in place of the
     # exact verify_tree: the same draft, one-pass verification, compaction and commit
-    if verify_fn is not None:
-        raise ValueError("a typical tree round has its own rule; pass no verify_fn")
     rule = typical_rule(threshold)
     return tree_round(target, cache, drafter, context, k, sampling, rng, rule, clock)
 

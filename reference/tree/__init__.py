@@ -39,8 +39,10 @@ target's, for every way of drawing the siblings listed below.
 
 from reference.tree.compaction import compact, kept_slots
 from reference.tree.drafters import (
+    TREE_PARTS,
     HeadsTreeDrafter,
     ModelTreeDrafter,
+    TreeDrafter,
     choose_children,
     heads_candidates,
 )
@@ -83,10 +85,12 @@ __all__ = [
     "ROOT",
     "SAMPLED",
     "WITHOUT_REPLACEMENT",
+    "TREE_PARTS",
     "HeadsTreeDrafter",
     "ModelTreeDrafter",
     "Tree",
     "TreeRound",
+    "TreeDrafter",
     "TreeShape",
     "TreeVerification",
     "ancestor_mask",

@@ -8,10 +8,12 @@ and keeps the most probable paths.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
 from reference.checks import as_token_array, check_generator, check_positive_int
+from reference.drafters import DrafterParts
 from reference.kv_cache import catch_up_tokens
 from reference.model import GPT, softmax
 from reference.sampling import SamplingParams, check_sampling, probabilities, sample_token
@@ -19,6 +21,30 @@ from reference.tree.compaction import compact
 from reference.tree.forward import chain_parents, target_room, tree_forward
 from reference.tree.rule import without_tokens
 from reference.tree.shape import DRAWS, POINT, ROOT, SAMPLED, Tree, TreeShape
+
+
+class TreeDrafter(DrafterParts, Protocol):
+    """What the tree loop asks of a drafter (the optional parts as for a chain drafter)."""
+
+    n_vocab: int
+    n_ctx: int
+    depth: int  # the deepest tree it builds
+
+    def reset(self) -> None: ...
+
+    def prefill(self, tokens: np.ndarray) -> None: ...
+
+    def propose_tree(
+        self, context: np.ndarray, max_depth: int, max_nodes: int, sampling, rng
+    ) -> Tree: ...
+
+    def commit_path(self, path: Sequence[int]) -> None: ...
+
+    def rollback(self) -> None: ...
+
+
+TREE_PARTS = ("n_vocab", "n_ctx", "depth", "reset", "prefill", "propose_tree", "commit_path")
+TREE_PARTS += ("rollback",)
 
 
 def choose_children(
@@ -41,7 +67,7 @@ def choose_children(
     return tokens, [q] * len(tokens)
 
 
-class ModelTreeDrafter:
+class ModelTreeDrafter(TreeDrafter):
     """A small GPT that fills a tree shape: b children per node, sampled or its top-b.
 
     draw = SAMPLED (siblings i.i.d. from q), WITHOUT_REPLACEMENT, or POINT (the top-b tokens
@@ -180,7 +206,7 @@ def heads_candidates(
     return [tokens[i] for i in kept], [new_id[parents[i]] for i in kept]
 
 
-class HeadsTreeDrafter:
+class HeadsTreeDrafter(TreeDrafter):
     """Extra heads (reference/heads.py) drafting a tree: head d's top-b_d tokens at depth d+1,
     every combination, pruned to `max_nodes` candidates by estimated path probability.
 

@@ -20,12 +20,13 @@ from reference.sampling import SamplingParams
 from reference.speculative import (
     CacheSpan,
     Round,
+    RunSetup,
     SpeculativeResult,
     check_loop_inputs,
-    observe_target,
     run_rounds,
 )
 from reference.tree.compaction import compact, kept_slots
+from reference.tree.drafters import TREE_PARTS
 from reference.tree.forward import target_room, tree_verification_pass
 from reference.tree.rule import TreeVerification, verify_tree_unchecked
 from reference.tree.shape import Tree, check_tree
@@ -105,7 +106,7 @@ def tree_round(
     # (p [n, V], tree, rng) -> TreeVerification replaces the exact rule (the library's lossy
     # contrast, reference/typical.py, is the one user); None is verify_tree's.
     clock = check_clock(clock)
-    draft_cache = getattr(drafter, "cache", None)
+    draft_cache = drafter.cache
     t_before = cache.length
     d_before = draft_cache.length if draft_cache is not None else 0
 
@@ -128,7 +129,7 @@ def tree_round(
     cache.rollback()
     drafter.commit_path(result.path)
     drafter.rollback()
-    observe_target(drafter, h[result.path[-1] if result.path else 0])
+    drafter.observe(h[result.path[-1] if result.path else 0])  # the row of the last token
     return TreeRound(
         tree=tree,
         p=p,
@@ -164,10 +165,6 @@ def tree_speculative_generate(
     # SpeculativeStats) and trace (the accepted path of each round).
     k = drafter.depth if k is None else k
     prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
-        target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
-    )
-    k = min(k, drafter.depth)
-    return run_rounds(
         target,
         drafter,
         prompt,
@@ -176,9 +173,12 @@ def tree_speculative_generate(
         rng,
         sampling,
         eos_id,
-        trace,
         verify_fn,
         clock,
-        round_fn=tree_round,
-        traced=TreeRound.as_chain_round,
+        required=TREE_PARTS,
     )
+    k = min(k, drafter.depth)
+    setup = RunSetup(
+        target, drafter, sampling, rng, verify_fn, clock, tree_round, TreeRound.as_chain_round
+    )
+    return run_rounds(setup, prompt, k, max_new_tokens, eos_id, trace)

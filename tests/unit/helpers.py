@@ -12,6 +12,7 @@ from reference import (
     init_params,
     speculative_generate,
 )
+from reference.drafters import Drafter
 from reference.sampling import GREEDY, one_hot
 
 # Dimension letters as in reference/config.py: V vocabulary, C width, L layers, N slots.
@@ -69,7 +70,7 @@ def assert_unchanged(cache: KVCache, snap) -> None:
     np.testing.assert_array_equal(cache.v, v)
 
 
-class ConstantDrafter:
+class ConstantDrafter(Drafter):
     """A deliberately bad point-mass drafter: always proposes the same token, q one-hot."""
 
     def __init__(self, token: int, n_vocab: int, n_ctx: int) -> None:

@@ -291,17 +291,20 @@ def test_the_chain_form_plugs_into_the_chain_loop(models):
     assert len(out.tokens) == 12
 
 
-def test_the_typical_round_refuses_a_verify_fn(models):
+def test_the_typical_round_takes_its_rule_not_a_verify_fn(models):
+    """The typical round's rule is its threshold: it has no verify_fn to accept or refuse."""
+    import inspect
+
     target, draft = models
-    with pytest.raises(ValueError, match="its own rule"):
-        typ.typical_tree_round(
-            target,
-            target.new_cache(),
-            ModelTreeDrafter(draft, (2,)),
-            np.array([1, 2]),
-            1,
-            SamplingParams(),
-            np.random.default_rng(0),
-            verify_fn=lambda *a: None,
-            threshold=TypicalThreshold(),
-        )
+    assert "verify_fn" not in inspect.signature(typ.typical_tree_round).parameters
+    rnd = typ.typical_tree_round(
+        target,
+        target.new_cache(),
+        ModelTreeDrafter(draft, (2,)),
+        np.array([1, 2]),
+        1,
+        SamplingParams(),
+        np.random.default_rng(0),
+        threshold=TypicalThreshold(),
+    )
+    assert len(rnd.verification.emitted(rnd.draft.tokens)) >= 1
