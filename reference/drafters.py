@@ -36,10 +36,21 @@ from typing import Protocol
 
 import numpy as np
 
-from reference.checks import as_token_array, check_generator, check_number, check_positive_int
+from reference.checks import (
+    as_token_array,
+    check_finite,
+    check_generator,
+    check_number,
+    check_positive_int,
+)
 from reference.kv_cache import KVCache, catch_up_tokens
 from reference.model import GPT, causal_placement
-from reference.sampling import SamplingParams, check_sampling, probabilities, sample_token
+from reference.sampling import (
+    SamplingParams,
+    check_sampling,
+    probabilities_unchecked,
+    sample_token_unchecked,
+)
 
 
 @dataclass(frozen=True)
@@ -236,8 +247,10 @@ class ModelDrafter(Drafter):
         for i in range(k):
             if i > 0 and self.unsure(logits):
                 return Draft(tokens[:i], q[:i])  # a shorter round: the target takes over
-            q[i] = probabilities(logits, sampling)
-            tokens[i] = sample_token(q[i], rng)  # x_i ~ q_i(. | context, x_1..x_{i-1})
+            # the library's own rows: logits of its own model (finite, checked in `step`), so
+            # the per-token checks of `probabilities` and `sample_token` are skipped
+            q[i] = probabilities_unchecked(logits, sampling)
+            tokens[i] = sample_token_unchecked(q[i], rng)  # x_i ~ q_i(. | context, x_1..x_{i-1})
             if i < k - 1:
                 logits = self.step(tokens[i : i + 1])
                 self._fed_drafts += 1
@@ -245,7 +258,9 @@ class ModelDrafter(Drafter):
 
     def step(self, tokens: np.ndarray) -> np.ndarray:
         # tokens [T] -> logits [V] after the last of them; their K/V stay in the draft's cache
-        return self.model.forward_unchecked(tokens, self.cache)[-1]
+        logits = self.model.forward_unchecked(tokens, self.cache)[-1]
+        check_finite(logits, "the draft model's logits")  # a broken model fails here, loudly
+        return logits
 
     def unsure(self, logits: np.ndarray) -> bool:
         # logits [V] -> True if max softmax(logits) < min_confidence (never without one)

@@ -34,7 +34,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from reference.checks import check_positive_int
+from reference.checks import check_finite, check_positive_int
 from reference.drafters import Draft, ModelDrafter, SharedLayers
 from reference.model import GPT
 
@@ -112,7 +112,9 @@ class EarlyExitDrafter(ModelDrafter):
         # tokens [T] -> logits [V] of the exit head after the last one; keeps x_L' [T, C]
         x = self.model.residual_unchecked(tokens, self.cache)
         self._rows.append(x)
-        return self.exit_logits(x[-1:])[0]
+        logits = self.exit_logits(x[-1:])[0]
+        check_finite(logits, "the exit head's logits")  # as ModelDrafter.step
+        return logits
 
     def exit_logits(self, x: np.ndarray) -> np.ndarray:
         # x_L' [T, C] -> [T, V]:  LN_exit(x + x W + b) @ wte^T  (no adapter: LN_exit(x) @ wte^T)

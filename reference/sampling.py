@@ -99,6 +99,12 @@ def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
     if not np.issubdtype(z.dtype, np.floating):
         z = z.astype(np.float32)
     check_finite(z, "logits")
+    return probabilities_unchecked(z, params)
+
+
+def probabilities_unchecked(z: np.ndarray, params: SamplingParams) -> np.ndarray:
+    # float logits [..., V], known finite -> probabilities [..., V]: `probabilities` without
+    # its checks, for a drafter's own per-token rows (it checks its proposal once, whole)
     if params.greedy:
         return one_hot(np.argmax(z, axis=-1), z.shape[-1], z.dtype)
     # Shift by the max *before* dividing: every entry is then <= 0, so a temperature far
@@ -123,6 +129,17 @@ def sample_token(probs: np.ndarray, rng: np.random.Generator) -> int:
     check_one_distribution(probs.shape)
     cdf = np.cumsum(probs, dtype=np.float64)
     check_total_mass(cdf[-1])
+    return draw_from_cdf(cdf, rng)
+
+
+def sample_token_unchecked(probs: np.ndarray, rng: np.random.Generator) -> int:
+    # probs [V], a row the caller made (and checks) -> one token id: `sample_token` without
+    # its checks, the same draw from the same uniform
+    return draw_from_cdf(np.cumsum(probs, dtype=np.float64), rng)
+
+
+def draw_from_cdf(cdf: np.ndarray, rng: np.random.Generator) -> int:
+    # cdf [V] float64, total mass cdf[-1] -> the first id whose cumulative mass exceeds u
     u = rng.random() * cdf[-1]
     return int(min(np.searchsorted(cdf, u, side="right"), len(cdf) - 1))
 

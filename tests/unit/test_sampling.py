@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from reference import SamplingParams, probabilities, sample_token
-from reference.sampling import top_p_filter
+from reference.sampling import GREEDY, top_p_filter
 
 
 def softmax64(z) -> np.ndarray:
@@ -214,3 +214,29 @@ def test_sample_token_returns_a_python_int_and_is_reproducible():
     a = [sample_token(probs, np.random.default_rng(11)) for _ in range(3)]
     b = [sample_token(probs, np.random.default_rng(11)) for _ in range(3)]
     assert a == b and all(type(t) is int for t in a)
+
+
+def test_the_unchecked_draw_is_the_same_draw():
+    """A drafter's per-token fast path (no checks) draws the very token `sample_token` draws
+    from the same generator state, at every temperature: the random stream is unchanged."""
+    from reference.sampling import probabilities_unchecked, sample_token_unchecked
+
+    z = np.random.default_rng(5).standard_normal((20, 33)).astype(np.float32)
+    for sampling in (SamplingParams(), SamplingParams(temperature=0.7, top_k=5), GREEDY):
+        a, b = np.random.default_rng(9), np.random.default_rng(9)
+        for row in z:
+            q = probabilities(row, sampling)
+            np.testing.assert_array_equal(probabilities_unchecked(row, sampling), q)
+            assert sample_token(q, a) == sample_token_unchecked(q, b)
+
+
+def test_a_draft_model_with_nan_logits_fails_loudly():
+    from reference import ModelDrafter
+
+    from .helpers import TARGET_CFG, make_model
+
+    broken = make_model(TARGET_CFG, seed=0)
+    broken.params["ln_f.bias"][:] = np.nan
+    drafter = ModelDrafter(broken)
+    with pytest.raises(ValueError, match="the draft model's logits contains NaN"):
+        drafter.propose(np.array([1, 2]), 3, GREEDY, np.random.default_rng(0))
