@@ -101,7 +101,7 @@ def trained_heads(self_draft_dir) -> dict:
 
 
 def generate_function(core, drafter):
-    # the loop that runs this drafter: trees have their own round (reference/tree.py)
+    # the loop that runs this drafter: trees have their own round (reference/tree/loop.py)
     if hasattr(drafter, "propose_tree"):
         from reference.tree import tree_speculative_generate
 

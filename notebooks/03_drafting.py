@@ -177,7 +177,7 @@ if bundled:
 #   (`HeadsDrafter`, `reference/heads.py`); no second model, but the target needs those
 #   parts trained (notebook 10);
 # * tree drafts — several branches at once, verified in one pass with a tree-shaped mask
-#   (`ModelTreeDrafter`, `HeadsTreeDrafter`, `reference/tree.py`); longer accepted runs, at
+#   (`ModelTreeDrafter`, `HeadsTreeDrafter`, `reference/tree/`); longer accepted runs, at
 #   the price of more temporary cache slots and a compaction step (notebook 11).
 #
 # The five chain drafters hand their tokens and q rows to the same exact rule, `verify`

@@ -164,6 +164,6 @@ print(f"draft cache holds {len(held)} of {len(sequence)} committed tokens; "
 # means the commit boundary cannot differ between layers. Tree drafts (several branches
 # verified at once) need one more step: the accepted path's slots are scattered among its
 # rejected siblings', so before the commit they are gathered into a contiguous run right
-# after the committed slots. `compact` in `reference/tree.py` does that copy, in every
+# after the committed slots. `compact` in `reference/tree/compaction.py` does that copy, in every
 # layer at once; notebook 11 (§4) runs it on a real round. A chain, as here, never needs
 # it: its accepted drafts already sit first among the temporary slots.

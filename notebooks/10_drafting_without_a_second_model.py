@@ -16,7 +16,7 @@
 #
 # *Article §10.2-10.3. Code: `reference/lookup.py` (`LookupDrafter`, `HybridDrafter`,
 # `lookup_continuation`, `match_end`), `reference/early_exit.py` (`EarlyExitDrafter`,
-# `residual_sharing`), `reference/heads.py` (`HeadsDrafter`), `lab/drafting.py`
+# `SharedLayers.continue_in`), `reference/heads.py` (`HeadsDrafter`), `lab/drafting.py`
 # (`make_drafter`), `lab/bench.py` (`run_bench`, `COPY_PROMPTS`), `lab/methods.py`.
 # Tests: `tests/unit/test_lookup.py`, `tests/unit/test_self_drafting.py`,
 # `tests/distribution/test_lookup_law.py`, `tests/distribution/test_self_drafting_law.py`.

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 11 · Tree drafts: several guesses per position, one target pass
 #
-# *Article §10 (tree drafts). Code: `reference/tree.py` (`Tree`, `TreeShape`,
+# *Article §10 (tree drafts). Code: `reference/tree/` (`Tree`, `TreeShape`,
 # `ModelTreeDrafter`, `HeadsTreeDrafter`, `tree_verification_pass`, `verify_tree`,
 # `verify_tree_law`, `sibling_rows`, `kept_slots`, `compact`, `tree_round`,
 # `tree_speculative_generate`, `ancestor_mask`, `position_ids`), `lab/figures/trees.py`.

@@ -1,4 +1,4 @@
-"""Tree drafts (reference/tree.py): one round's tree with every node's fate, and the
+"""Tree drafts (reference/tree/): one round's tree with every node's fate, and the
 attention mask of its verification pass."""
 
 from __future__ import annotations
