@@ -87,6 +87,7 @@ class BenchPoint:
     predicted_tokens_per_round: float = 0.0  # E(alpha, k)
     drafter: str = "model"  # lab/drafting.py name
     drafted_per_round: float = 0.0  # drafts sent to verification per round, pooled
+    nodes_per_round: float = 0.0  # candidates verified per round (a chain: its drafts), pooled
 
     @property
     def speedup(self) -> float:
@@ -311,6 +312,7 @@ def bench_point(
         overhead_loop=spec_clock.total("verify", "other") / rounds / step,
     )
     point.drafted_per_round = drafted / rounds
+    point.nodes_per_round = pooled.mean_nodes_per_round
     point.predicted_tokens_per_round = expected_tokens_per_round(alpha, k)
     point.predicted = predicted_speedup(alpha, k, costs.c)
     point.predicted_corrected = predicted_speedup(alpha, k, costs.c, costs.verify_cost(k + 1))
@@ -445,6 +447,7 @@ def json_report(report: BenchReport, machine: dict, command: str, status: str) -
             "k": p.k,
             "alpha": p.alpha,
             "tokens_per_round": p.tokens_per_round,
+            "nodes_per_round": p.nodes_per_round,
             "ar_tps": p.ar_tps,
             "spec_tps": p.spec_tps,
             "speedup": p.speedup,

@@ -55,6 +55,27 @@ def time_append(model: GPT, context: np.ndarray, T: int, repeats: int) -> float:
     return float(np.median(times))
 
 
+def time_tree_pass(model: GPT, context: np.ndarray, parents, repeats: int) -> float:
+    """Median seconds of one tree pass (reference.tree.tree_forward) after `context` is
+    cached: the root and the nodes below it, `parents` [n] (-1 for the root), rolled back
+    after each pass as a verification pass is. Comparable with `time_append` (both give
+    logits for every new row)."""
+    from reference.tree import tree_forward
+
+    parents = np.asarray(parents, dtype=np.int64)
+    cache = model.new_cache()
+    model.forward(context[:-1], cache)
+    cache.commit(len(context) - 1)
+    tokens = np.resize(context[-len(parents) :], len(parents))  # any ids: cost, not content
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        tree_forward(model, tokens, parents, cache)
+        times.append(time.perf_counter() - start)
+        cache.rollback()
+    return float(np.median(times))
+
+
 @dataclass
 class CostProfile:
     target_step: float  # seconds: target forward of 1 position with a warm cache

@@ -16,9 +16,11 @@ import numpy as np
 
 from lab import fast_cpu
 from lab.bundled import load_bundled_pair
-from lab.costs import time_append
+from lab.costs import time_append, time_tree_pass
+from lab.drafting import TREE_WIDTHS
 from lab.roofline import median_seconds
 from reference import model as plain
+from reference.tree import TreeShape
 
 
 def median_us(fn, repeats: int = 200) -> float:
@@ -101,7 +103,20 @@ def pass_rows(target, draft, context: np.ndarray) -> list[tuple[str, float, floa
                 time_append(fast_target, context, T, 60) * 1e6,
             )
         )
+    for name, widths in TREE_PASSES.items():  # the method table's trees, the root included
+        parents = TreeShape.of_widths(widths).parents
+        rows.append(
+            (
+                f"target tree pass, {name} {widths}: {len(parents)} rows",
+                time_tree_pass(target, context, parents, 60) * 1e6,
+                time_tree_pass(fast_target, context, parents, 60) * 1e6,
+            )
+        )
     return rows
+
+
+# lab/drafting.py's static trees: 9 and 10 rows per verification pass (root + candidates)
+TREE_PASSES = {name: TREE_WIDTHS[name] for name in ("tree", "tree-wide")}
 
 
 def main() -> None:

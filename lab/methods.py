@@ -94,16 +94,17 @@ def method_row(p: BenchPoint) -> str:
     draft_per_round = p.c_loop * p.drafted_per_round if p.drafted_per_round else 0.0
     c = f"{p.c_loop:.3f}" if np.isfinite(p.c_loop) else "-"
     return (
-        f"| {p.drafter} | {p.k} | {p.alpha:.3f} | {p.tokens_per_round:.2f} | {c} | "
-        f"{draft_per_round:.3f} | {p.v_loop:.2f} | **{p.speedup:.2f}x** "
+        f"| {p.drafter} | {p.k} | {p.nodes_per_round:.2f} | {p.alpha:.3f} | "
+        f"{p.tokens_per_round:.2f} | {c} | {draft_per_round:.3f} | {p.v_loop:.2f} | "
+        f"**{p.speedup:.2f}x** "
         f"({min(p.speedups):.2f}..{max(p.speedups):.2f}) | {p.predicted_loop:.2f}x |"
     )
 
 
 HEADER = [
-    "| drafter | k | alpha | tokens/round | c | draft/round | v | **speedup** (spread) | "
-    "Leviathan, own c, v |",
-    "|---|---|---|---|---|---|---|---|---|",
+    "| drafter | k | nodes/round | alpha | tokens/round | c | draft/round | v | "
+    "**speedup** (spread) | Leviathan, own c, v |",
+    "|---|---|---|---|---|---|---|---|---|---|",
 ]
 
 
@@ -118,7 +119,9 @@ def methods_markdown(reports: dict[str, BenchReport], machine: str, command: str
         "verification pass per round, all in autoregressive decode steps, from the runs' own "
         "stage clocks. Leviathan = E(alpha, k) / (k_round c + v) with those terms. A tree "
         "row's k is its depth and its alpha counts depths as a chain's counts positions "
-        "(docs/algorithm.md, 'Tree drafts'), so c is per depth drafted.",
+        "(docs/algorithm.md, 'Tree drafts'), so c is per depth drafted; nodes/round = the "
+        "candidates each verification pass judged (a chain: its drafts; a tree: every node "
+        "but the root), the rows v pays for.",
     ]
     for set_name, report in reports.items():
         temperatures = sorted({p.temperature for p in report.points})

@@ -104,6 +104,10 @@ def test_several_drafters_share_one_autoregressive_baseline(target, draft, parts
         assert p.drafted_per_round <= p.k
         if p.drafter == "heads":
             assert p.drafted_per_round <= min(p.k, 4)  # four heads
+        if p.drafter.startswith("tree"):  # a tree verifies more nodes than its depth
+            assert p.nodes_per_round > p.drafted_per_round, p
+        else:  # a chain verifies its drafts
+            assert p.nodes_per_round == p.drafted_per_round, p
 
 
 def test_the_method_table_shows_each_drafters_best_k(target, draft, parts, costs):
