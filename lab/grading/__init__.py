@@ -2,8 +2,12 @@
 
 It runs only the checks that exercise the submitted code (a `verify` or a whole loop, the
 contract of `pytest -m distribution --verify / --speculative`), cheapest and most telling
-first, stops a family at its first decisive failure, and explains each failure on the
-smallest case that shows it. The exhaustive mode stays `pytest -m distribution --verify=...`.
+first, in families scored on their own (a verify's law, rule, randomness, and in-loop); a
+family stops at its first decisive failure, and each failure is explained on the smallest
+case that shows it, with a hint chosen from the whole pattern of passed and failed checks.
+`lab/grading/grading.toml` holds what an instructor may set (is the contract's rule
+required; points and visibility per family); `python -m lab.grading.gradescope build` makes
+the Gradescope autograder. The exhaustive mode stays `pytest -m distribution --verify=...`.
 
     from lab.grading import grade
     result = grade("my_verify.py:verify")   # -> Grade; result.passed
@@ -15,29 +19,62 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from pathlib import Path
 
+from lab.grading.config import GradingConfig, load_config
 from lab.grading.core import Grade, run_families
 from lab.grading.submission import load_submission
 
 POLICIES = ("shrink", "full")
 
 
-def grade(spec: str, kind: str = "auto", policy: str = "shrink") -> Grade:
-    """Load the function named by `spec` and run its families of checks."""
+def grade(
+    spec: str,
+    kind: str = "auto",
+    policy: str = "shrink",
+    config: GradingConfig | None = None,
+    threads: int = 1,
+) -> Grade:
+    """Load the function named by `spec` and run its families of checks.
+
+    BLAS and torch are held to `threads` threads while the submission is loaded and graded:
+    with as many threads as cores, any other busy process makes them wait for each other.
+    """
     if policy not in POLICIES:
         raise ValueError(f"--policy must be one of {', '.join(POLICIES)}, got {policy!r}")
-    submission = load_submission(spec, kind)
-    if submission.kind == "verify":
-        from lab.grading.verify_checks import verify_families
+    config = config or GradingConfig()
+    from threadpoolctl import threadpool_limits
 
-        families = verify_families()
-    else:
-        from lab.grading.loop_checks import loop_families
+    with threadpool_limits(limits=threads, user_api="blas"):
+        submission = load_submission(spec, kind)
+        with torch_threads(threads):  # the submission may have imported torch just now
+            if submission.kind == "verify":
+                from lab.grading.verify_checks import revise_verify_hints, verify_families
 
-        families = loop_families(policy)
-    return run_families(submission, families)
+                result = run_families(submission, verify_families(), revise_verify_hints)
+            else:
+                from lab.grading.loop_checks import loop_families
+
+                result = run_families(submission, loop_families(policy))
+    result.counted = config.counted()
+    return result
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int):
+    """Hold torch (if the submission imported it) to `threads` intra-op threads, then restore."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def add_grade_parser(sub) -> None:
@@ -70,25 +107,39 @@ def add_grade_parser(sub) -> None:
     parser.add_argument(
         "--gradescope",
         nargs="?",
-        const="results.json",
+        const=GRADESCOPE_RESULTS,
         default=None,
         metavar="PATH",
-        help="also write Gradescope's results.json (default path: ./results.json)",
+        help=f"also write Gradescope's results.json (default path: {GRADESCOPE_RESULTS})",
     )
-    parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
+    parser.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE.toml",
+        help="the instructor's settings: whether the contract's rule is required, points and "
+        "visibility per family (default: lab/grading/grading.toml's values)",
+    )
+    parser.add_argument("--threads", type=int, default=1, help="BLAS and torch threads (default 1)")
     parser.set_defaults(func=cmd_grade)
+
+
+GRADESCOPE_RESULTS = "/autograder/results/results.json"  # where Gradescope reads it
 
 
 def cmd_grade(args) -> int:
     from lab.grading.report import json_report, text_report, write_gradescope
 
+    config = load_config(args.config)
+    # torch reads this when it is first imported, even by the submission's first call
+    # (grade() also sets the count of a torch imported when the file is loaded)
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(args.threads, 1)))
     # whatever the submission prints goes to stderr, so that stdout holds only the report
     # (and --json stays parseable)
     with contextlib.redirect_stdout(sys.stderr):
-        result = grade(args.spec, args.kind, args.policy)
+        result = grade(args.spec, args.kind, args.policy, config, max(args.threads, 1))
     print(json_report(result) if args.json else text_report(result))
     if args.gradescope:
-        write_gradescope(result, Path(args.gradescope))
+        write_gradescope(result, Path(args.gradescope), config)
         print(f"written: {args.gradescope}", file=sys.stderr)
     return 0 if result.passed else 1
 

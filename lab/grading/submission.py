@@ -1,9 +1,11 @@
 """The submitted function: loading it, telling a `verify` from a loop, and calling it safely.
 
 A crash in the submission is caught once, where it is called, and turned into a
-`SubmissionCrash` that names the student's own line and the inputs that caused it; the grader
-then stops (one report, not one traceback per check). `call_verify` also holds a submitted
-verify to its contract; both the verify checks and the in-loop checks call it from here.
+`SubmissionCrash` that names the student's own line (the traceback with the grader's frames
+stripped), the call (shapes, k) and the inputs that caused it; a crash that passes through the
+grader's own loop is not wrapped again. `call_verify` also holds a submitted verify to its
+contract and hands it float64 rows normalised to sum 1; both the verify checks and the in-loop
+checks call it from here.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import textwrap
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,18 +35,40 @@ class Submission:
 
 
 class SubmissionCrash(Exception):
-    """The submission raised: where (the student's deepest frame) and on what inputs."""
+    """The submission raised: where (the student's deepest frame), in which call, on what."""
 
-    def __init__(self, error: BaseException, where: str, inputs: str) -> None:
+    def __init__(
+        self,
+        error: BaseException,
+        where: str,
+        inputs: str,
+        call: str = "",
+        frames: list[str] | None = None,
+        hint: str = "",
+    ) -> None:
         super().__init__(f"{type(error).__name__}: {error}")
-        self.error, self.where, self.inputs = error, where, inputs
+        self.error, self.where, self.inputs, self.call = error, where, inputs, call
+        self.frames, self.hint = frames or [], hint
+
+    def key(self) -> tuple:
+        # the same mistake met by several checks is reported once
+        return type(self.error).__name__, str(self.error), self.where
 
     def describe(self) -> str:
-        return (
-            f"your code raised {type(self.error).__name__}: {self.error}\n"
-            f"  at {self.where}\n"
-            f"  on the inputs\n{self.inputs}"
-        )
+        lines = [
+            f"your code raised {type(self.error).__name__}: {self.error}",
+            f"  at {self.where}",
+        ]
+        if self.call:
+            lines.append(f"  in the call {self.call}")
+        if len(self.frames) > 1:  # one frame is the line above
+            lines += ["  traceback (your code only):", *("    " + f for f in self.frames)]
+        lines += ["  on the inputs", self.inputs]
+        if self.hint:
+            lines += textwrap.wrap(
+                f"hint: {self.hint}", 96, initial_indent="  ", subsequent_indent="    "
+            )
+        return "\n".join(lines)
 
 
 def load_submission(spec: str, kind: str = "auto") -> Submission:
@@ -95,7 +120,10 @@ def module_from_file(path: Path, spec: str):
         loader_spec.loader.exec_module(module)
     except Exception as error:
         del sys.modules[module_name]
-        line = student_line(error, str(path))
+        if isinstance(error, SyntaxError):  # no frame of the student's file: read the error
+            line = f"{path.name}, line {error.lineno}: {(error.text or '').strip()}"
+        else:
+            line = student_line(error, str(path))
         raise ValueError(
             f"{spec!r}: importing {path.name} raised {type(error).__name__}: {error} ({line})"
         ) from error
@@ -147,11 +175,27 @@ def decide_kind(function: Callable, kind: str) -> tuple[str, str]:
 def student_line(error: BaseException, source: str | None) -> str:
     """'file.py, line N, in f: <code>' for the deepest frame in the student's file."""
     frames = traceback.extract_tb(error.__traceback__)
-    mine = [f for f in frames if source and Path(f.filename).resolve() == Path(source).resolve()]
+    mine = student_frames(frames, source)
     frame = (mine or frames or [None])[-1]
     if frame is None:
         return "no traceback"
     return f"{Path(frame.filename).name}, line {frame.lineno}, in {frame.name}: {frame.line}"
+
+
+def student_frames(frames: list, source: str | None) -> list:
+    # the frames in the submitted file (the grader's and the libraries' are left out)
+    if not source:
+        return []
+    here = Path(source).resolve()
+    return [f for f in frames if Path(f.filename).resolve() == here]
+
+
+def shown_frames(error: BaseException, source: str | None) -> list[str]:
+    # the traceback of the student's own frames, as Python prints them
+    return [
+        f"File {Path(f.filename).name!r}, line {f.lineno}, in {f.name}: {f.line}"
+        for f in student_frames(traceback.extract_tb(error.__traceback__), source)
+    ]
 
 
 def show_inputs(**inputs) -> str:
@@ -164,23 +208,73 @@ def show_inputs(**inputs) -> str:
     return "\n".join(lines)
 
 
-def call_safely(submission: Submission, args: tuple, kwargs: dict, shown: dict):
+def describe_call(name: str, shown: dict) -> str:
+    # "verify(p_target [3, 4] float64, ...)": the shapes of a crashed call, at a glance
+    parts = []
+    for key, value in shown.items():
+        if isinstance(value, np.ndarray):
+            parts.append(f"{key} {list(value.shape)} {value.dtype}")
+        else:
+            parts.append(f"{key}={value!r}")
+    drafts = shown.get("draft_tokens")
+    k = f", k = {len(drafts)}" if isinstance(drafts, np.ndarray) else ""
+    return f"{name}({', '.join(parts)}, rng){k}"
+
+
+def crash_hint(error: BaseException, shown: dict) -> str:
+    """A hint for the crashes a correct idea commonly meets."""
+    drafts = shown.get("draft_tokens")
+    if isinstance(drafts, np.ndarray) and len(drafts) == 0:
+        return (
+            "k = 0 here: no drafts (the loop asks so when one token is left to generate). The "
+            "contract: verify returns (0, a sample of p_target[0]) — loops over range(k) must "
+            "not assume k >= 1, and q_draft has shape [0, V]"
+        )
+    if isinstance(error, ValueError) and "do not sum to 1" in str(error):
+        return (
+            "the rows you receive are float64 and sum to 1, so a vector you built yourself "
+            "(a residual max(0, p - q)) is not normalised: divide it by its sum before "
+            "rng.choice(V, p=...)"
+        )
+    return ""
+
+
+def call_safely(submission: Submission, args: tuple, kwargs: dict, shown: dict, name: str = ""):
     """Call the submission; a raise becomes a SubmissionCrash naming the student's line."""
     try:
         return submission.function(*args, **kwargs)
+    except SubmissionCrash:
+        raise  # a crash of the student's verify inside the grader's loop: reported as it was
     except Exception as error:
         where = student_line(error, submission.source)
-        raise SubmissionCrash(error, where, show_inputs(**shown)) from error
+        raise SubmissionCrash(
+            error,
+            where,
+            show_inputs(**shown),
+            describe_call(name or getattr(submission.function, "__name__", "f"), shown),
+            shown_frames(error, submission.source),
+            crash_hint(error, shown),
+        ).with_traceback(None) from None
+
+
+def normalised(rows: np.ndarray) -> np.ndarray:
+    # [n, V] -> float64 rows that sum to 1 (the contract: `rng.choice(V, p=row)` works on them)
+    rows = np.array(rows, dtype=np.float64)
+    if rows.size:
+        rows /= rows.sum(axis=1, keepdims=True)
+    return rows
 
 
 def call_verify(
     sub: Submission, P: np.ndarray, Q: np.ndarray, drafts: tuple[int, ...], rng: np.random.Generator
 ) -> tuple[int, int]:
     # P [k+1, V], Q [k, V], drafts [k] -> (accepted, token), checked against the contract.
-    # Copies go in, so a submission that edits its arguments cannot spoil the grader's rows.
+    # Fresh float64 copies go in, each row normalised to sum 1 (the loop's rows are float32),
+    # so a submission that edits its arguments cannot spoil the grader's rows.
+    P, Q = normalised(P), normalised(Q).reshape(len(drafts), P.shape[1])
     tokens = np.asarray(drafts, dtype=np.int64)
     shown = {"p_target": P, "q_draft": Q, "draft_tokens": tokens}
-    result = call_safely(sub, (P.copy(), Q.copy(), tokens.copy(), rng), {}, shown)
+    result = call_safely(sub, (P.copy(), Q.copy(), tokens.copy(), rng), {}, shown, "verify")
     k, V = len(drafts), P.shape[1]
     if hasattr(result, "accepted") and hasattr(result, "token"):
         accepted, token = result.accepted, result.token
@@ -208,5 +302,9 @@ def call_verify(
 
 def contract_breach(message: str, shown: dict) -> SubmissionCrash:
     return SubmissionCrash(
-        ValueError(message), "the value your verify returned", show_inputs(**shown)
+        ValueError(message),
+        "the value your verify returned",
+        show_inputs(**shown),
+        describe_call("verify", shown),
+        hint=crash_hint(ValueError(message), shown),
     )

@@ -1,6 +1,17 @@
 """The checks of a submitted `verify(p_target, q_draft, draft_tokens, rng) -> (accepted, token)`.
 
-Cheapest and most telling first:
+In four families, each scored on its own (core.py):
+
+* law: does the output follow the target's law? Drafts drawn from q (or q one-hot), the
+  emitted tokens held against the target's own law: true of *every* exact rule.
+* rule: is the rule the contract's, min(1, p/q) with the residual norm(max(0, p - q)), whose
+  acceptance is the optimum sum(min(p, q))? Fixed drafts and the acceptance rate: an exact
+  rule that keeps fewer drafts (accept with p(x), resample from p without x) fails only here,
+  and is reported as exact but slower, with its acceptance against the optimum.
+* randomness: two runs with one seed agree, and repeated calls draw fresh numbers.
+* in-loop: the verify inside the reference loop (runs once the law family passed).
+
+The checks, cheapest and most telling first:
 
 1. exact cases (a few calls each, zero variance): one-hot rows where the draft matches the
    target, one-hot rows where it does not, a draft the target gives probability 0, p = q;
@@ -113,8 +124,26 @@ def greedy_match_hint(outcome: tuple[int, int], seen: Counter) -> str:
     return "all k drafts were accepted: the extra token must be drawn from p_target[k]"
 
 
+SOFTMAX_HINT = (
+    "after a rejection, tokens come out where max(0, p - q) = 0, each about equally often, "
+    "and the right ones most often: that is a softmax of the residual (exp(0) = 1 gives "
+    "every zero entry weight). Normalise max(0, p - q) by dividing it by its sum, not with a "
+    "softmax"
+)
+
+
+def spread_like_softmax(seen: Counter, expected: tuple[int, int]) -> bool:
+    # after the certain rejection, three or more tokens, the right one the most common: a
+    # softmax of a residual with one (or few) nonzero entries spreads over every token
+    accepted = expected[0]
+    after_rejection = {t for (a, t) in seen if a == accepted}
+    return len(after_rejection) >= 3 and seen[expected] == max(seen.values())
+
+
 def greedy_mismatch_hint(outcome: tuple[int, int], seen: Counter) -> str:
     accepted, token = outcome
+    if spread_like_softmax(seen, (1, 3)):
+        return SOFTMAX_HINT  # the residual one-hot on 3, spread over every token
     kept = sum(c for (a, t), c in seen.items() if a == 2 and t != 3)
     if 0 < kept < seen.total():
         return (
@@ -153,6 +182,8 @@ def greedy_mismatch_hint(outcome: tuple[int, int], seen: Counter) -> str:
 
 def impossible_draft_hint(outcome: tuple[int, int], seen: Counter) -> str:
     accepted, token = outcome
+    if spread_like_softmax(seen, (0, 2)):
+        return SOFTMAX_HINT
     if accepted == 1:
         return (
             "the draft has p(x) = 0, so min(1, p(x)/q(x)) = 0 and it must be rejected; "
@@ -272,6 +303,13 @@ def ab_story(counts: Counter) -> tuple[list[str], str]:
             "draft A is always kept: that is min(1, q/p) = min(1, 0.8/0.6) = 1, the ratio upside "
             "down. Accept with min(1, p(x)/q(x)), p = target, q = draft."
         )
+    elif abs(rate_a - 0.75) > 5 * sd and abs(rate_a - 0.6) < 5 * sd:
+        hint = (
+            f"draft A is kept at rate {rate_a:.3f}, that is p(A) = 0.6 alone, not "
+            f"min(1, p(A)/q(A)) = 0.75. Keeping x with p(x) is exact only if a rejection then "
+            f"samples from p with x removed; with the residual max(0, p - q) it is biased. "
+            f"The contract's rule: accept with min(1, p(x)/q(x))"
+        )
     elif abs(rate_a - 0.75) > 5 * sd:
         hint = (
             f"draft A is kept at rate {rate_a:.3f} instead of min(1, p(A)/q(A)) = 0.75: check "
@@ -310,7 +348,7 @@ def ab_checks() -> list[Check]:
         ok = p >= threshold
         summary = f"acceptance rate {kept / n:.3f} (expected 0.800), p = {p:.2g}"
         story, hint = ([], "") if ok else ab_story(counts)
-        return Outcome(ok, summary, story, hint, p, n)
+        return Outcome(ok, summary, story, hint, p, n, measure=kept / n)
 
     return [
         Check(
@@ -422,7 +460,17 @@ def diagnose_joint(counts: Counter, P, Q, drafts) -> tuple[list[str], str]:
             continue
         extra = set(cmp.impossible)
         shifted = a < k and fits(group, leftover(P[a + 1], Q[a]))
-        if a == k:
+        gap = np.clip(P[a] - Q[a], 0.0, None) if a < k else None
+        if a < k and extra and fits(group, np.exp(gap) / np.exp(gap).sum()):
+            hints.append(SOFTMAX_HINT)
+        elif a < k and fits(group, reused_uniform_law(P[a], Q[a], drafts[a])):
+            hints.append(
+                f"after rejecting draft {a + 1} only the tokens at the top of the residual's "
+                f"CDF come out: the token is drawn with the same uniform that rejected the "
+                f"draft (given a rejection it is >= min(1, p/q), so it never reaches the "
+                f"bottom of the CDF). Draw a fresh uniform (or rng.choice) for the residual"
+            )
+        elif a == k:
             hints.append(
                 "every outcome where all k drafts were accepted is off: the bonus token is drawn "
                 "from the last row of p, p_target[k]"
@@ -449,7 +497,20 @@ def diagnose_joint(counts: Counter, P, Q, drafts) -> tuple[list[str], str]:
                 f"the token after rejecting draft {a + 1} does not follow norm(max(0, p_i - q_i))"
                 f" with i = {a}"
             )
-    return story, hints[0] if hints else "the joint law of (accepted, token) is off"
+    if hints:
+        return story, hints[0], hints[0].startswith("the token after rejecting draft")
+    return story, "the joint law of (accepted, token) is off", True
+
+
+def reused_uniform_law(p: np.ndarray, q: np.ndarray, x: int) -> np.ndarray:
+    # [V] the token law after a rejection when the rejecting uniform u (u >= keep, uniform on
+    # [keep, 1)) also inverts the residual's CDF: each token gets the part of its CDF step
+    # that lies above keep
+    keep = min(1.0, p[x] / q[x])
+    cdf = np.cumsum(leftover(p, q))
+    low = np.concatenate([[0.0], cdf[:-1]])
+    share = np.clip(np.minimum(cdf, 1.0) - np.maximum(low, keep), 0.0, None)
+    return share / share.sum() if share.sum() > 0 else leftover(p, q)
 
 
 def fits(counts: Counter, row: np.ndarray) -> bool:
@@ -472,11 +533,12 @@ def fixed_check() -> Check:
         summary = f"{len(law)} outcomes, p = {cmp.p_value:.2g}"
         if ok:
             return Outcome(True, summary, p_value=cmp.p_value, n=n)
-        story, hint = diagnose_joint(counts, P, Q, drafts)
+        story, hint, generic = diagnose_joint(counts, P, Q, drafts)
         with np.printoptions(precision=3, suppress=True):
             head = [f"rows: p_target =\n{P}\nq_draft =\n{Q}\ndraft_tokens = {list(drafts)}"]
         head.append(f"total variation from the exact law: {cmp.distance:.3f} ({n} calls)")
-        return Outcome(False, summary + f"; {cmp.worst(2)}", head + story, hint, cmp.p_value, n)
+        summary += f"; {cmp.worst(2)}"
+        return Outcome(False, summary, head + story, hint, cmp.p_value, n, generic=generic)
 
     return Check("verify/fixed-k3", "fixed rows, k = 3: joint law of (accepted, token)", True, run)
 
@@ -580,7 +642,7 @@ def target_law_check(
             "the first token's law is "
             + ("right: the error is in later positions" if first_ok else "already off"),
         ]
-        return Outcome(False, summary, story, hint, cmp.p_value, n)
+        return Outcome(False, summary, story, hint, cmp.p_value, n, generic=True)
 
     return Check(f"verify/{name}", what, True, run)
 
@@ -630,11 +692,243 @@ def table_checks() -> list[Check]:
 # --------------------------------------------------------------------------------------------
 
 
+# --------------------------------------------------------------------------------------------
+# 5. Zero drafts: the contract's k = 0
+# --------------------------------------------------------------------------------------------
+
+ZERO_P = np.array([[0.1, 0.2, 0.3, 0.4]])  # [1, V]: the only row is the bonus row
+ZERO_N = 4_000
+
+
+def zero_drafts_check() -> Check:
+    """k = 0 (the loop asks so when one token is left): (0, a sample of p_target[0])."""
+
+    def outcomes(sub: Submission):
+        rng = np.random.default_rng(6)
+        Q = np.zeros((0, ZERO_P.shape[1]))
+        while True:
+            yield call_verify(sub, ZERO_P, Q, (), rng)
+
+    runs = Runs(outcomes, ZERO_N)
+
+    def run(sub: Submission, threshold: float, look: int) -> Outcome:
+        counts = runs.counts(sub, look)
+        n = counts.total()
+        tokens = Counter({t: c for (_, t), c in counts.items()})
+        cmp = compare(tokens, {t: w for t, w in enumerate(ZERO_P[0])})
+        ok = cmp.p_value >= threshold
+        summary = f"{len(tokens)} tokens in {n} calls, p = {cmp.p_value:.2g}"
+        if ok:
+            return Outcome(True, summary, p_value=cmp.p_value, n=n)
+        story = [
+            f"inputs: p_target = {ZERO_P.tolist()}, q_draft of shape [0, 4], draft_tokens = []",
+            f"expected (0, t) with t ~ p_target[0]; observed {cmp.worst()}",
+        ]
+        hint = (
+            "with k = 0 there is nothing to accept: return (0, a token drawn from p_target[0]) "
+            "with rng (the bonus row is row k = 0)"
+        )
+        return Outcome(False, summary, story, hint, cmp.p_value, n)
+
+    return Check("verify/zero-drafts", "k = 0 (no drafts): (0, a sample of p_target[0])", True, run)
+
+
+# --------------------------------------------------------------------------------------------
+# 6. Randomness: from rng, fresh on every call
+# --------------------------------------------------------------------------------------------
+
+RNG_CALLS = 100  # calls per run
+# k = 2 rows where the decisions are random under the contract's rule and under the usual
+# wrong ones: draft 1 has p < q (kept with 0.5; always under an upside-down ratio), draft 2
+# has q < p (always kept; with 0.5 upside down), p(x) < 1 for both. So only a constant
+# uniform repeats one accepted count 100 times; a correct verify does so with probability
+# 2 * 0.5 ** 100 < 1e-29: these checks are exact in practice.
+RNG_P = np.array([[0.3, 0.4, 0.3], [0.5, 0.2, 0.3], [0.2, 0.3, 0.5]])
+RNG_Q = np.array([[0.6, 0.2, 0.2], [0.25, 0.5, 0.25]])
+RNG_DRAFTS = (0, 0)
+
+
+def randomness_checks() -> list[Check]:
+    P, Q, drafts = RNG_P, RNG_Q, RNG_DRAFTS
+    memo: dict = {}
+
+    def sequence(sub: Submission, run: int) -> list[tuple[int, int]]:
+        # run 0 and run 1: each from a generator seeded with 21
+        if memo.get("sub") is not sub:
+            memo.clear()
+            memo["sub"] = sub
+        if run not in memo:
+            rng = np.random.default_rng(21)
+            memo[run] = [call_verify(sub, P, Q, drafts, rng) for _ in range(RNG_CALLS)]
+        return memo[run]
+
+    def same_seed(sub: Submission, threshold: float, look: int) -> Outcome:
+        first, second = sequence(sub, 0), sequence(sub, 1)
+        if first == second:
+            return Outcome(True, f"{RNG_CALLS} calls, the same outcomes twice", n=2 * RNG_CALLS)
+        i = next(j for j, (a, b) in enumerate(zip(first, second, strict=True)) if a != b)
+        story = [
+            f"two runs of {RNG_CALLS} calls on the same k = 2 rows, each with "
+            f"np.random.default_rng(21): they first differ at call {i + 1}, "
+            f"{first[i]} then {second[i]}"
+        ]
+        hint = (
+            "two runs with generators seeded alike gave different outcomes: your verify takes "
+            "randomness from a source other than `rng` (np.random's global functions such as "
+            "np.random.rand or np.random.choice, the random module, torch's global generator "
+            "as in torch.rand or torch.multinomial without generator=). Draw every random "
+            "number from rng; for torch, seed a torch.Generator from it (docs/oracle.md)"
+        )
+        return Outcome(
+            False, f"the two runs differ from call {i + 1}", story, hint, n=2 * RNG_CALLS
+        )
+
+    def fresh(sub: Submission, threshold: float, look: int) -> Outcome:
+        outcomes = sequence(sub, 0)
+        kept = Counter(a for a, _ in outcomes)
+        if len(kept) > 1:
+            return Outcome(True, f"{len(kept)} accepted counts in {RNG_CALLS} calls", n=RNG_CALLS)
+        (a,) = kept
+        story = [
+            f"{RNG_CALLS} calls on the same k = 2 rows with one generator: accepted = {a} "
+            f"every time, although draft 1 is kept with probability min(1, 0.3/0.6) = 0.5",
+            "outcomes: " + ", ".join(f"{o} x{c}" for o, c in Counter(outcomes).most_common(3)),
+        ]
+        return Outcome(
+            False, f"accepted = {a} on all {RNG_CALLS} calls", story, CONSTANT_HINT, n=RNG_CALLS
+        )
+
+    return [
+        Check("rng/same-seed", "two runs with one seed give the same outcomes", False, same_seed),
+        Check("rng/fresh-draws", "repeated calls draw fresh numbers from rng", False, fresh),
+    ]
+
+
+CONSTANT_HINT = (
+    "your verify makes the same accept/reject decision on every call with the same rows: its "
+    "uniform is the same number every time — a generator re-seeded before each draw "
+    "(np.random.default_rng(0).random()), or a seed fixed inside verify. Take every uniform "
+    "from the `rng` argument and never re-seed it"
+)
+
+
+# --------------------------------------------------------------------------------------------
+# The families, and the hints read from the whole pattern
+# --------------------------------------------------------------------------------------------
+
+LAW_CHECKS = (
+    "verify/greedy-match",
+    "verify/greedy-mismatch",
+    "verify/zero-drafts",
+    "verify/ab-output",
+    "verify/tables-k3",
+    "verify/point-mass-k3",
+    "verify/greedy-target-k2",
+)
+RULE_CHECKS = (
+    "verify/ab-acceptance",
+    "verify/impossible-draft",
+    "verify/p-equals-q",
+    "verify/fixed-k3",
+)
+OPTIMAL_ACCEPTANCE = 0.8  # the A/B example: sum(min(p, q)) = min(0.6, 0.8) + min(0.4, 0.2)
+
+
 def verify_families() -> list[Family]:
     from lab.grading.loop_checks import verify_in_loop_family  # the loop needs the model code
 
     checks = exact_checks() + ab_checks() + [fixed_check()] + table_checks()
+    checks.append(zero_drafts_check())
+    by_name = {c.name: c for c in checks}
     return [
-        Family("verify", "your verify on its own", checks),
+        Family(
+            "law",
+            "your verify's output follows the target's law",
+            [by_name[n] for n in LAW_CHECKS],
+        ),
+        Family(
+            "rule",
+            "the rule is the contract's: min(1, p/q), with the optimal acceptance",
+            [by_name[n] for n in RULE_CHECKS],
+        ),
+        Family("randomness", "your verify takes fresh randomness from rng", randomness_checks()),
         verify_in_loop_family(),
     ]
+
+
+def revise_verify_hints(results: dict) -> dict[str, str]:
+    """Choose hints from the whole pattern of passed and failed checks, and say what the
+    law and rule families' verdicts mean together. -> {family: verdict line}."""
+
+    def status(name: str) -> str:
+        r = results.get(name)
+        return "absent" if r is None else r.status
+
+    failed = [r for r in results.values() if r.status == "fail" and r.outcome is not None]
+    constant = status("rng/fresh-draws") == "fail"
+    ratio_cleared = status("verify/greedy-mismatch") == status("verify/impossible-draft") == "pass"
+    # what the exact cases where an upside-down ratio shows say, when they name another mistake
+    exact_name, exact_says = next(
+        (
+            (n, results[n].outcome.hint)
+            for n in ("verify/greedy-mismatch", "verify/impossible-draft")
+            if status(n) == "fail"
+            and results[n].outcome is not None
+            and "upside down" not in results[n].outcome.hint
+        ),
+        ("", ""),
+    )
+    fixed = results.get("verify/fixed-k3")
+    diagnosis = (
+        fixed.outcome.hint
+        if fixed is not None
+        and fixed.status == "fail"
+        and fixed.outcome
+        and not fixed.outcome.generic
+        else ""
+    )
+    for r in failed:
+        o = r.outcome
+        if r.check.name.startswith("rng/"):
+            continue
+        if constant and r.check.sampled:
+            o.hint = "every call decides alike (rng/fresh-draws failed): " + CONSTANT_HINT
+        elif "upside down" in o.hint and exact_says:
+            o.hint = f"{exact_says} (the same mistake as {exact_name})"
+        elif "upside down" in o.hint and ratio_cleared:
+            o.hint = (
+                "drafts are kept more often than min(1, p/q) allows, yet the exact cases that an "
+                "upside-down ratio fails (verify/greedy-mismatch, verify/impossible-draft) "
+                "passed, so the ratio is not the problem: check that each decision compares a "
+                "fresh uniform from rng with min(1, p(x)/q(x))"
+            )
+        elif o.generic and diagnosis and r.check.name != "verify/fixed-k3":
+            o.hint = f"{diagnosis} (read on the fixed rows of verify/fixed-k3)"
+    verdicts: dict[str, str] = {}
+    law_names = [n for n in LAW_CHECKS if n in results]
+    law_ok = bool(law_names) and all(status(n) == "pass" for n in law_names)
+    acceptance = results.get("verify/ab-acceptance")
+    alpha = acceptance.outcome.measure if acceptance and acceptance.outcome else None
+    if law_ok and any(status(n) == "fail" for n in RULE_CHECKS) and alpha is not None:
+        share = alpha / OPTIMAL_ACCEPTANCE
+        verdicts["rule"] = (
+            f"exact, but not the contract's rule: your output follows the target's law, with "
+            f"acceptance {alpha:.3f} on the A/B example where min(1, p/q) reaches the optimum "
+            f"sum(min(p, q)) = {OPTIMAL_ACCEPTANCE:.3f} ({share:.0%} of it)"
+            + ("" if alpha < OPTIMAL_ACCEPTANCE - 0.02 else "; its residual or decisions differ")
+        )
+        if acceptance.status == "fail":
+            acceptance.outcome.hint = (
+                f"your verify is exact (the law family passed) but keeps fewer drafts than it "
+                f"could: acceptance {alpha:.3f} instead of {OPTIMAL_ACCEPTANCE}. Exact rules "
+                f"can keep fewer drafts — keeping x with probability p(x) and resampling from p "
+                f"without x (EAGLE's evaluate_posterior, transformers 4.36) is exact for any q — "
+                f"but the contract's rule, keep x with min(1, p(x)/q(x)) and resample from "
+                f"norm(max(0, p - q)), keeps the most"
+            )
+    elif law_ok and alpha is not None and status("verify/ab-acceptance") == "pass":
+        verdicts["rule"] = (
+            f"the contract's rule, min(1, p/q): acceptance {alpha:.3f} on the A/B example, the "
+            f"optimum being sum(min(p, q)) = {OPTIMAL_ACCEPTANCE:.3f}"
+        )
+    return verdicts

@@ -75,3 +75,53 @@ def uniforms_for_two_drafts(p_target, q_draft, draft_tokens, rng):
         if u[i] >= min(1.0, p_target[i, x] / q_draft[i, x]):
             return i, pick(leftover(p_target[i], q_draft[i]), rng)
     return len(draft_tokens), pick(p_target[-1], rng)
+
+
+def reseeded_uniform(p_target, q_draft, draft_tokens, rng):
+    """Re-seeds a generator before every uniform: u is the same number (0.637) on every call."""
+    for i, x in enumerate(draft_tokens):
+        u = np.random.default_rng(0).random()
+        if u >= min(1.0, p_target[i, x] / q_draft[i, x]):
+            return i, pick(leftover(p_target[i], q_draft[i]), rng)
+    return len(draft_tokens), pick(p_target[-1], rng)
+
+
+def softmax_residual(p_target, q_draft, draft_tokens, rng):
+    """Normalises the clamped residual max(0, p - q) with a softmax instead of its sum."""
+    for i, x in enumerate(draft_tokens):
+        if rng.random() >= min(1.0, p_target[i, x] / q_draft[i, x]):
+            gap = np.maximum(p_target[i] - q_draft[i], 0.0)
+            return i, pick(np.exp(gap) / np.exp(gap).sum(), rng)
+    return len(draft_tokens), pick(p_target[-1], rng)
+
+
+def uniform_reused_for_residual(p_target, q_draft, draft_tokens, rng):
+    """Inverts the residual's CDF with the uniform that rejected the draft (u >= keep)."""
+    for i, x in enumerate(draft_tokens):
+        u = rng.random()
+        if u >= min(1.0, p_target[i, x] / q_draft[i, x]):
+            r = leftover(p_target[i], q_draft[i])
+            cdf = np.cumsum(r / r.sum())
+            return i, int(min(np.searchsorted(cdf, u, side="right"), len(r) - 1))
+    return len(draft_tokens), pick(p_target[-1], rng)
+
+
+def ignores_rng(p_target, q_draft, draft_tokens, rng):
+    """The right rule, but every random number from np.random's global state, not `rng`."""
+    for i, x in enumerate(draft_tokens):
+        if np.random.random() >= min(1.0, p_target[i, x] / q_draft[i, x]):  # noqa: NPY002
+            r = leftover(p_target[i], q_draft[i])
+            return i, int(np.random.choice(len(r), p=r / r.sum()))  # noqa: NPY002
+    return len(draft_tokens), int(np.random.choice(p_target.shape[1], p=p_target[-1]))  # noqa: NPY002
+
+
+def vectorised_without_k0(p_target, q_draft, draft_tokens, rng):
+    """Vectorised decisions; np.argmax of an empty array raises when k = 0."""
+    k = len(draft_tokens)
+    x = np.asarray(draft_tokens)
+    keep = np.minimum(1.0, p_target[np.arange(k), x] / q_draft[np.arange(k), x])
+    rejected = rng.random(k) >= keep
+    first = int(np.argmax(rejected))
+    if not rejected[first]:
+        return k, pick(p_target[k], rng)
+    return first, pick(leftover(p_target[first], q_draft[first]), rng)

@@ -17,7 +17,7 @@ import pytest
 
 from lab.grading.laws import compare, target_joint_law, verify_joint_law
 from lab.grading.loop_checks import SAMPLED, case_laws
-from lab.grading.verify_checks import RandomTable, fixed_rows
+from lab.grading.verify_checks import ZERO_N, ZERO_P, RandomTable, fixed_rows
 
 REPLICATES = 2000
 
@@ -27,6 +27,7 @@ def null_laws() -> dict[str, tuple[dict, int]]:
     laws = {
         "verify/ab-output": ({0: 0.6, 1: 0.4}, 20_000),
         "verify/fixed-k3": (verify_joint_law(*fixed_rows()), 20_000),
+        "verify/zero-drafts": (dict(enumerate(ZERO_P[0])), ZERO_N),
         "verify/tables-k3": (target_joint_law(RandomTable(4, seed=301), (), 4), 20_000),
         "verify/point-mass-k3": (
             target_joint_law(RandomTable(5, seed=401, one_hot=0.0), (), 4),
