@@ -77,15 +77,13 @@ oracle-light:
 	$(LIGHT)/bin/python -m pytest -q -p no:cacheprovider -m distribution \
 		tests/distribution/test_sampled_verify.py tests/distribution/test_plugin.py
 
-# the same oracle grading the twin's verify and loop
-# (the tree and typical-acceptance files grade only the reference: no plug-in reaches them,
-# so they are not run a second time here)
+# the same oracle grading the twin: its verify, its chain loop (with every drafter), its batch
+# and its tree loop (the tree and typical-acceptance files run their loops through --tree)
 oracle-gpu: $(VENV)/.stamp-oracle
 	$(PY) -m pytest -m distribution --verify=gpu.verification:verify \
 		--speculative=gpu.speculative:speculative_generate \
 		--batch=gpu.batch:speculative_generate_batch \
-		--ignore=tests/distribution/test_tree_law.py \
-		--ignore=tests/distribution/test_typical_law.py $(ARGS)
+		--tree=gpu.tree:tree_speculative_generate $(ARGS)
 
 # autoregressive vs speculative on the bundled pair; writes bench-results/ (see docs/benchmarks.md)
 bench: $(VENV)/.stamp-dev

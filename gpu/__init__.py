@@ -9,12 +9,22 @@ a file of its own mirrors the reference file and says, at its top, what differs 
 everything that is host work (config, tokenizer, checkpoint reading, sampling parameters,
 result types, input checks) is the reference's own code, imported, not copied.
 
+Every drafter runs on the twin: the draft model, early exit (`gpu.EarlyExitDrafter`: the
+verification pass starts the drafted rows at the exit layer) and extra heads
+(`gpu.HeadsDrafter`) draft on the device; prompt lookup (`LookupDrafter`, the reference's
+own) drafts on the host and its proposal is copied over; a hybrid runs whichever of its two
+proposed. A chain round makes ONE device -> host transfer, whatever the drafter. Trees are
+in `gpu.tree` (the names of `reference.tree` the loop uses: tree_speculative_generate,
+tree_round, tree_verification_pass, ModelTreeDrafter, HeadsTreeDrafter). A reference model
+or drafter handed to a twin loop is swapped for its twin once (`gpu.drafters.as_twin_drafter`).
+
 Without a CUDA device the twin runs on NumPy (`gpu.backend.xp`), so CI tests the twin's
 own code paths on any machine. Randomness: every function takes the same numpy Generator as
 the reference; the twin draws its uniforms from it on the host, a round's worth at a time,
 and copies them to the device.
 """
 
+from gpu import tree as tree  # the tree loop and drafters: gpu.tree.tree_speculative_generate
 from gpu.autoregressive import generate
 from gpu.batch import (
     BatchKVCache,
@@ -25,6 +35,8 @@ from gpu.batch import (
     speculative_generate_batch,
 )
 from gpu.drafters import Draft, Drafter, ModelDrafter
+from gpu.early_exit import EarlyExitDrafter
+from gpu.heads import HeadsDrafter
 from gpu.kv_cache import KVCache, catch_up_tokens
 from gpu.model import GPT, init_params
 from gpu.sampling import SamplingParams, probabilities, sample_token
@@ -47,8 +59,6 @@ from gpu.verification import (
     verify,
 )
 from reference.config import GPTConfig
-from reference.early_exit import EarlyExitDrafter
-from reference.heads import HeadsDrafter
 from reference.lookup import HybridDrafter, LookupDrafter
 
 __all__ = [

@@ -58,6 +58,11 @@ class TransferLog:
 transfers = TransferLog()
 
 
+def on_device(array) -> bool:
+    # True for a device array (CuPy's); a host array, a list or an int is not one
+    return hasattr(array, "__cuda_array_interface__")
+
+
 def to_device(array, dtype=None):
     # host array-like -> xp array (a copy on a GPU; the same data in NumPy mode)
     return xp.asarray(array, dtype=dtype)

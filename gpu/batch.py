@@ -5,8 +5,8 @@ What differs from reference/batch.py, and why:
   the per-row pointers (length[B], pending[B]) stay on the host, as in the single-sequence
   twin: the host learns each row's accepted count from the round's transfer anyway.
 * ONE device -> host transfer per batched round, not one per sequence: every row's
-  (accepted n, token, drafts padded to the longest, rows finite) is packed into one int64
-  array [B, 3 + k]. A row that has finished rides along with n_new = 0 and sends nothing.
+  (accepted n, token, drafts padded to the longest, p and q rows finite) is packed into one
+  int64 array [B, 3 + k]. A row that has finished rides along with n_new = 0 and sends nothing.
 * Each row's `decide` (gpu/verification.py) runs on the device with its k_b + 1 uniforms,
   drawn from the numpy Generator in the reference's order: every row's drafts (b = 0..B-1),
   then every row's verification. Greedy batches equal the reference's token for token.
@@ -180,7 +180,8 @@ def batched_round(
         k_b = int(drafts[b].tokens.shape[0])
         u = to_device(rng.random(k_b + 1))
         packed[b, :2] = decide(p[b], drafts[b].q, drafts[b].tokens, u)
-        packed[b, 2] = xp.all(xp.isfinite(p[b])).astype(np.int64)
+        finite = xp.all(xp.isfinite(p[b])) & xp.all(xp.isfinite(drafts[b].q))  # p and q
+        packed[b, 2] = finite.astype(np.int64)
         packed[b, 3 : 3 + k_b] = drafts[b].tokens
     outcome = to_host(packed)  # the round's one transfer
 

@@ -9,6 +9,8 @@ the cache pointers, which it knows without looking (it fed them). Stopping a rou
 (`min_confidence`) needs the draft's confidence on the host, so it costs one transfer per
 drafted token: the twin keeps the option for parity, and the bench does not use it on a GPU.
 The protocol (`Drafter`, `Draft`) and the cache discipline are the reference's.
+`as_twin_drafter` maps each of the reference's drafters to its twin, so the twin's loops
+(and the oracle, which builds reference drafters) can be handed either.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from reference import drafters as reference_drafters
 from reference.checks import as_token_array, check_generator, check_positive_int
 from reference.drafters import Draft, Drafter
 from reference.kv_cache import catch_up_tokens
+from reference.lookup import HybridDrafter
 from reference.sampling import SamplingParams, check_sampling
 
 __all__ = ["Draft", "Drafter", "ModelDrafter"]
@@ -31,6 +34,8 @@ __all__ = ["Draft", "Drafter", "ModelDrafter"]
 
 class ModelDrafter(reference_drafters.ModelDrafter):
     """An independent draft GPT on the device, with its own device KV cache."""
+
+    library_checked = True  # q rows from `probabilities`, each token drawn from its row
 
     def __init__(self, model: GPT, min_confidence: float | None = None) -> None:
         model = as_twin_model(model)  # a reference model: its weights are copied over once
@@ -50,7 +55,7 @@ class ModelDrafter(reference_drafters.ModelDrafter):
             return Draft(xp.zeros(0, dtype=np.int64), xp.zeros((0, self.n_vocab), np.float32))
         u = to_device(rng.random(k))  # one host draw per round, copied over once
         new = catch_up_tokens(self.cache, context)
-        logits = self.model.forward_unchecked(new, self.cache)[-1]  # [V]: q_1(. | context)
+        logits = self.step(new)  # [V]: q_1(. | context)
         self._fed_context = len(new)
         tokens, rows = [], []
         for i in range(k):
@@ -59,9 +64,14 @@ class ModelDrafter(reference_drafters.ModelDrafter):
             rows.append(probabilities(logits, sampling))
             tokens.append(inverse_cdf(rows[-1], u[i]))  # x_i ~ q_i, a device scalar
             if i < k - 1:
-                logits = self.model.forward_unchecked(tokens[-1].reshape(1), self.cache)[-1]
+                logits = self.step(tokens[-1].reshape(1))
                 self._fed_drafts += 1
         return Draft(xp.stack(tokens).astype(np.int64), xp.stack(rows))
+
+    def step(self, tokens):
+        # tokens [T] (host, or a device id) -> logits [V] on the device after the last one;
+        # their K/V stay in the draft's cache (an early-exit drafter reads its exit here)
+        return self.model.forward_unchecked(tokens, self.cache)[-1]
 
     def unsure(self, logits) -> bool:
         if self.min_confidence is None:
@@ -71,13 +81,39 @@ class ModelDrafter(reference_drafters.ModelDrafter):
 
 
 def as_twin_drafter(drafter):
-    """The twin of a reference ModelDrafter (its model on the device, same min_confidence),
-    or the drafter itself: the twin's own, or any other Drafter, used on the host."""
-    if type(drafter) is not reference_drafters.ModelDrafter:
+    """The twin of a reference drafter -- ModelDrafter, EarlyExitDrafter, HeadsDrafter, a
+    HybridDrafter (its fallback's twin), ModelTreeDrafter, HeadsTreeDrafter -- built once and
+    remembered; any other drafter as it is: the twin's own, or one used on the host (a
+    LookupDrafter, a plug-in, a subclass: its exact type decides, so a subclass that
+    changes how it drafts is never swapped for the library's twin)."""
+    make = twin_makers().get(type(drafter))
+    if make is None:
         return drafter
+    if isinstance(drafter, HybridDrafter) and as_twin_drafter(drafter.fallback) is drafter.fallback:
+        return drafter  # its parts are already the twin's, or host drafters: kept as it is
     if drafter not in _twin_drafters:  # its state is reset by every run's prefill
-        _twin_drafters[drafter] = ModelDrafter(drafter.model, drafter.min_confidence)
+        _twin_drafters[drafter] = make(drafter)
     return _twin_drafters[drafter]
+
+
+def twin_makers() -> dict:
+    # reference drafter class -> how to build its twin (imported here: the twins of early
+    # exit, heads and trees import this module)
+    from gpu import early_exit, heads, tree
+    from reference import early_exit as ref_early_exit
+    from reference import heads as ref_heads
+    from reference.tree import drafters as ref_tree
+
+    return {
+        reference_drafters.ModelDrafter: lambda d: ModelDrafter(d.model, d.min_confidence),
+        ref_early_exit.EarlyExitDrafter: early_exit.twin_of,
+        ref_heads.HeadsDrafter: heads.twin_of,
+        HybridDrafter: lambda d: HybridDrafter(d.lookup, as_twin_drafter(d.fallback)),
+        ref_tree.ModelTreeDrafter: lambda d: tree.ModelTreeDrafter(d.model, d.shape, d.draw),
+        ref_tree.HeadsTreeDrafter: lambda d: tree.HeadsTreeDrafter(
+            as_twin_drafter(d.heads), d.widths, d.max_nodes
+        ),
+    }
 
 
 # reference drafter -> its twin; weak keys, so a twin lives as long as its drafter

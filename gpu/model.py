@@ -1,7 +1,8 @@
 """The twin's GPT-2: the reference model with its weights, activations and logits on the device.
 
 What differs from reference/model.py, and why:
-* The weights are copied to the device once, at construction; the logits a forward pass
+* The weights are copied to the device once, at construction (weights already there are
+  shared, not copied: an early-exit drafter's blocks are its target's); the logits a forward pass
   returns stay there (the next step that needs them, turning them into probabilities and
   sampling, runs on the device too). Token ids may come from the host or the device.
 * Every array function is `xp`'s (CuPy on a GPU, NumPy in CI): the reference calls NumPy
@@ -25,7 +26,7 @@ import weakref
 
 import numpy as np
 
-from gpu.backend import ON_DEVICE, to_device, xp
+from gpu.backend import ON_DEVICE, on_device, to_device, xp
 from gpu.kv_cache import KVCache
 from reference import model as reference_model
 from reference.config import GPTConfig
@@ -76,19 +77,23 @@ class GPT(reference_model.GPT):
     """The reference GPT with its parameters on the device; same constructor, same calls."""
 
     def __init__(self, config: GPTConfig, params: dict) -> None:
+        # host arrays are checked, then copied to the device once; arrays already there
+        # (another twin's: an early-exit drafter's blocks are its target's) are used as they
+        # are, shared and not copied, as the reference shares them
         self.config = config
-        host = {
-            name: np.asarray(to_host_if_needed(value), np.float32) for name, value in params.items()
+        given = {
+            name: value if on_device(value) else np.asarray(value, np.float32)
+            for name, value in params.items()
         }
-        check_param_shapes(config, host)  # on the host, before anything is copied
-        self.params = {name: to_device(value) for name, value in host.items()}
+        check_param_shapes(config, given)  # before anything is copied
+        self.params = {name: to_device(value, np.float32) for name, value in given.items()}
 
     cache_type = KVCache  # new_cache (the reference's method) makes a device cache
 
     def forward(self, tokens, cache: KVCache | None = None):
         # tokens [T] (host or device) -> logits [T, V] on the device. Host tokens are
         # checked as in the reference; device tokens come from the twin's own sampling.
-        if not hasattr(tokens, "__cuda_array_interface__"):
+        if not on_device(tokens):
             return super().forward(tokens, cache)
         return self.forward_unchecked(tokens, cache)
 
@@ -114,13 +119,6 @@ class GPT(reference_model.GPT):
 
     def activation(self, x):
         return gelu(x)
-
-
-def to_host_if_needed(value):
-    # a parameter given as a device array (e.g. another twin's) comes back to the host once
-    if hasattr(value, "__cuda_array_interface__"):
-        return xp.asnumpy(value)
-    return value
 
 
 # reference model -> its twin; weak keys, so a twin lives exactly as long as its model

@@ -83,10 +83,12 @@ def probabilities(logits, params: SamplingParams):
 
 
 def inverse_cdf(probs, u):
-    # probs [V] on the device, u a uniform in [0, 1) -> the first id whose cumulative mass
-    # exceeds u * total, as a device scalar (an id of probability 0 is never returned)
-    cdf = xp.cumsum(probs, dtype=np.float64)
-    index = xp.searchsorted(cdf, u * cdf[-1], side="right")
+    # probs [..., V] on the device, u [...] uniforms in [0, 1) -> ids [...] on the device:
+    # in each row, the first id whose cumulative mass exceeds u * the row's total (an id of
+    # probability 0 is never returned). The count of cumulative masses <= u * total is that
+    # id (searchsorted's "right" side), and it takes rows: k drafts in one call, no loop.
+    cdf = xp.cumsum(probs, axis=-1, dtype=np.float64)
+    index = (cdf <= (u * cdf[..., -1])[..., None]).sum(axis=-1)
     return xp.minimum(index, probs.shape[-1] - 1)
 
 

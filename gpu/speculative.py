@@ -5,20 +5,26 @@ What differs from reference/speculative.py, and why:
   drafter, the verification pass writes the device cache and leaves p there, and `decide`
   (gpu/verification.py) settles accept / reject, residual and bonus there.
 * ONE device -> host transfer per round brings back, packed in one int64 array,
-  (accepted n, token, the k drafted ids, a flag saying the rows were finite): the host needs
-  exactly these to move the cache pointers, emit tokens and apply EOS / length. Checking the
-  logits for NaN the reference's way would be one more sync per call; the flag replaces it.
+  (accepted n, token, the k drafted ids, a flag saying the p and q rows were finite): the
+  host needs exactly these to move the cache pointers, emit tokens and apply EOS / length.
+  Checking the logits for NaN the reference's way would be one more sync per call (per
+  drafted token, for the draft model); the flag replaces it.
 * The uniforms of a round (k for drafting, k + 1 for `decide`) come from the numpy
   Generator `rng` in two host calls and are copied to the device with the round's inputs.
   Same law as the reference, not the same stream: greedy runs are token-for-token equal,
   sampled runs equal in law (the oracle checks it: `make oracle-gpu`).
-* A plug-in `verify_fn`, a drafter that is not the twin's, or `trace=True` are served too,
-  at the price of more transfers (a plug-in or a host drafter works on host arrays; a trace
-  copies every round's p and q rows to the host).
-* Drafters made of the target itself (early exit, extra heads, or a hybrid falling back on
-  them) are refused with NotImplementedError: sharing the lower blocks' rows and handing
-  the hidden state over are not in the twin yet. Its verification pass returns the hidden
-  rows like the reference's.
+* Every drafter runs. The twin's own (ModelDrafter, EarlyExitDrafter, HeadsDrafter, and a
+  HybridDrafter's fallback when it is one of them) draft on the device: their proposal is
+  only shape-checked, and the round still makes ONE transfer. A host drafter (LookupDrafter,
+  a hybrid's lookup rounds, a plug-in) drafts on the host; its proposal is checked there as
+  in the reference and copied over, which is a host -> device copy, not a transfer back.
+  A reference drafter is swapped for its twin once (`as_twin_drafter`).
+* Drafters made of the target work as in the reference: an early-exit draft's shared rows
+  (device arrays) start the verification pass at the exit layer (`verification_pass` takes
+  `shared`), and the round hands the target's last hidden row, a device row, to
+  `drafter.observe` (extra heads draft from it), as prefill does.
+* A plug-in `verify_fn` or `trace=True` are served too, at the price of more transfers (a
+  plug-in decides on host copies; a trace copies every round's p and q rows to the host).
 The loop around the round (prefill, stop rules, statistics, trace) and every result type are
 the reference's.
 """
@@ -29,16 +35,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gpu.backend import to_device, to_host, xp
+from gpu.backend import on_device, to_device, to_host, xp
 from gpu.drafters import ModelDrafter, as_twin_drafter
+from gpu.heads import HeadsDrafter
 from gpu.kv_cache import KVCache
 from gpu.model import GPT, as_twin_model
 from gpu.sampling import probabilities
 from gpu.verification import decide
 from reference.checks import check_clock
-from reference.drafters import Draft, Drafter
-from reference.early_exit import EarlyExitDrafter
-from reference.heads import HeadsDrafter
+from reference.drafters import Draft, Drafter, SharedLayers, proposals_checked
 from reference.kv_cache import catch_up_tokens
 from reference.lookup import HybridDrafter
 from reference.sampling import SamplingParams
@@ -52,6 +57,7 @@ from reference.speculative import (
     cache_span_start,
     check_draft,
     check_loop_inputs,
+    check_shared,
     run_rounds,
 )
 from reference.verification import Verification
@@ -67,49 +73,51 @@ __all__ = [
 ]
 
 
-def verification_pass(target: GPT, cache: KVCache, context, draft_tokens, sampling, shared=None):
-    # -> (p [k+1, V] on the device, number of catch-up tokens fed, h [k+1, C] on the device):
-    # ONE target forward. The twin has no early-exit drafter yet, so no rows to share.
-    if shared is not None:
-        raise NotImplementedError("the GPU twin does not reuse an early-exit drafter's rows (yet)")
+def verification_pass(
+    target: GPT, cache: KVCache, context, draft_tokens, sampling, shared: SharedLayers | None = None
+):
+    # context [n] (host), draft_tokens [k] (device) -> (p [k+1, V] on the device, number of
+    # catch-up tokens fed, h [k+1, C] on the device): ONE target forward, as the reference's.
+    # With `shared` (an early-exit drafter's device rows) the rows it ran start at its exit
+    # layer: the reference's SharedLayers.continue_in, on device arrays.
     new = to_device(catch_up_tokens(cache, np.asarray(context)), dtype=np.int64)
     tokens = xp.concatenate([new, to_device(draft_tokens, dtype=np.int64)])
+    if shared is None:
+        x = target.residual_unchecked(tokens, cache)
+    else:
+        x = shared.continue_in(target, cache, tokens)
     k = int(draft_tokens.shape[0])
-    h = target.norm(target.residual_unchecked(tokens, cache)[-(k + 1) :], "ln_f")
+    h = target.norm(x[-(k + 1) :], "ln_f")
     return probabilities(target.logits(h), sampling), int(new.shape[0]), h
 
 
-def on_device(array) -> bool:
-    return hasattr(array, "__cuda_array_interface__")
+def proposer(drafter: Drafter) -> Drafter:
+    # who wrote this round's proposal: a hybrid's lookup or its fallback, else the drafter
+    return drafter.proposer if isinstance(drafter, HybridDrafter) else drafter
 
 
-def drafts_from_the_target(drafter) -> bool:
-    # early exit and extra heads (alone, or as a hybrid's fallback) share the target's
-    # layers or read its state: not implemented in the twin yet
-    if isinstance(drafter, HybridDrafter):
-        return drafts_from_the_target(drafter.fallback)
-    return isinstance(drafter, (EarlyExitDrafter, HeadsDrafter))
+def drafts_on_device(drafter: Drafter) -> bool:
+    # True when this round's proposal is a twin drafter's own: on the device, valid by
+    # construction (a subclass that writes its own `propose` is a plug-in: checked)
+    who = proposer(drafter)
+    return isinstance(who, (ModelDrafter, HeadsDrafter)) and proposals_checked(who)
 
 
 def device_draft(drafter: Drafter, context, k: int, sampling, rng, n_vocab: int) -> Draft:
-    # the drafter's proposal on the device. A twin drafter's (or one that wraps it, e.g. a
-    # hybrid) is already there: shapes only, nothing to copy. A host drafter's is checked
-    # on the host like the reference's, then copied over.
-    if drafts_from_the_target(drafter):
-        raise NotImplementedError(
-            f"{type(drafter).__name__} drafts from the target's own layers or state, which "
-            f"the GPU twin does not implement yet; use the reference backend"
-        )
+    # the drafter's proposal on the device. A twin drafter's is already there: shapes only,
+    # nothing copied. Any other's is checked on the host like the reference's (a device
+    # proposal of a plug-in is brought back for that), then copied over.
     draft = drafter.propose(context, k, sampling, rng)
-    if isinstance(drafter, ModelDrafter) or on_device(draft.tokens):
+    if drafts_on_device(drafter):
         if draft.tokens.shape[0] > k or draft.q.shape != (draft.tokens.shape[0], n_vocab):
             raise ValueError(
                 f"the drafter proposed {draft.tokens.shape[0]} tokens with q of shape "
                 f"{draft.q.shape}; at most {k} tokens and q [k, {n_vocab}] were expected"
             )
         return draft
-    check_draft(draft, k, n_vocab)
-    return Draft(to_device(draft.tokens, dtype=np.int64), to_device(draft.q))
+    host = Draft(*(to_host(a) if on_device(a) else a for a in (draft.tokens, draft.q)))
+    check_draft(host, k, n_vocab)
+    return Draft(to_device(host.tokens, dtype=np.int64), to_device(host.q), draft.shared)
 
 
 def settle(p, draft: Draft, rng: np.random.Generator, verify_fn) -> tuple[Verification, np.ndarray]:
@@ -122,7 +130,8 @@ def settle(p, draft: Draft, rng: np.random.Generator, verify_fn) -> tuple[Verifi
         answer = verify_fn(p_host, q_host, tokens, rng)  # checked before a cache moves
         return Verification.from_plugin(answer, k, p_host.shape[-1], verify_fn), tokens
     u = to_device(rng.random(k + 1))
-    finite = xp.all(xp.isfinite(p)).astype(np.int64).reshape(1)
+    # one flag for p and q: a broken draft model's NaN would otherwise pass for an accept
+    finite = (xp.all(xp.isfinite(p)) & xp.all(xp.isfinite(draft.q))).astype(np.int64).reshape(1)
     packed = to_host(xp.concatenate([decide(p, draft.q, draft.tokens, u), draft.tokens, finite]))
     check_rows_finite(bool(packed[-1]))
     return Verification(int(packed[0]), int(packed[1])), packed[2 : 2 + k]
@@ -151,8 +160,11 @@ def speculative_round(
     t_before, d_before = cache.length, cache_span_start(draft_cache)[0]
 
     draft = device_draft(drafter, context, k, sampling, rng, target.n_vocab)  # 1. draft
+    check_shared(draft.shared, target)
     clock.mark("draft")
-    p, n_catch_up, _ = verification_pass(target, cache, context, draft.tokens, sampling)  # 2.
+    p, n_catch_up, h = verification_pass(  # 2.
+        target, cache, context, draft.tokens, sampling, draft.shared
+    )
     clock.mark("target")
     t_written, d_written = cache.end, cache_span_start(draft_cache)[1]
     v, drafted = settle(p, draft, rng, verify_fn)  # 3. verify, and the round's one transfer
@@ -162,6 +174,7 @@ def speculative_round(
     cache.rollback()  # ... and drop the rejected drafts' slots
     drafter.commit(v.accepted)
     drafter.rollback()
+    drafter.observe(h[v.accepted])  # the target's device row that scored the last token
     return Round(
         draft=Draft(drafted.astype(np.int64), draft.q),
         p=p,
@@ -196,8 +209,8 @@ def speculative_generate(
 ) -> SpeculativeResult:
     # prompt [n] -> SpeculativeResult(tokens [<= max_new_tokens], stats, trace): the
     # reference's checks and loop (`run_rounds`) around the twin's round. A reference GPT or
-    # ModelDrafter is accepted too: its weights are copied to the device once (and
-    # remembered), so the oracle can hand the twin its own models.
+    # drafter is accepted too: its twin is built once (weights copied to the device) and
+    # remembered, so the oracle can hand the twin its own models and drafters.
     target, drafter = as_twin_model(target), as_twin_drafter(drafter)
     prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
         target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock

@@ -15,7 +15,6 @@ from lab.bundled import MODELS_DIR as BUNDLED
 from lab.bundled import bundled_pair_available
 from lab.drafting import (
     DRAFTERS,
-    SELF_DRAFTERS,
     TREE_DRAFTERS,
     TREE_WIDTHS,
     describe_tree,
@@ -114,11 +113,10 @@ def tree_widths(args) -> tuple[int, ...] | None:
     return widths
 
 
-def check_drafter(name: str, backend: str) -> None:
+def check_drafter(name: str) -> None:
+    # every drafter runs on both backends: the GPU twin has each one's twin (gpu/)
     if name not in DRAFTERS:
         raise ValueError(f"--drafter {name!r}: demo runs one of {', '.join(DRAFTERS)}")
-    if backend == "gpu" and name in SELF_DRAFTERS:
-        raise ValueError(f"--drafter {name} runs on the cpu backend only (not in the GPU twin yet)")
 
 
 def checkpoint_dir(text: str, option: str) -> Path:
@@ -150,7 +148,7 @@ def backend_core(args):
 def cmd_demo(args) -> int:
     # before a model is loaded or a cache allocated (no -k: chosen below, by measurement)
     check_k(1 if args.k is None else args.k, args.max_new_tokens)
-    check_drafter(args.drafter, args.backend)
+    check_drafter(args.drafter)
     tree_widths(args)
     if args.k is not None and drafter_is_tree(args):
         raise ValueError(
@@ -379,9 +377,14 @@ def cmd_bench_gpu(args) -> int:
         args.ks,
         "--batches",
         args.batches,
+        "--drafter",
+        args.drafter,
         "--out",
         args.out,
     ]
+    widths = tree_widths(args)
+    if widths is not None:
+        gpu_argv += ["--tree", ",".join(map(str, widths))]
     gpu_bench.main(gpu_argv)
     return 0
 
@@ -490,7 +493,7 @@ def check_bench_options(args) -> tuple[list[int], list[float]]:
     if len(drafters) > 1 and args.tree is not None:
         raise ValueError("--tree shapes one tree drafter; the method table uses each one's own")
     if len(drafters) == 1:
-        check_drafter(drafters[0], args.backend)
+        check_drafter(drafters[0])
         tree_widths(args)
     ks = parse_list(args.ks, int, "--ks")
     for k in ks:

@@ -7,9 +7,16 @@ early-exit   the target's first blocks + a trained exit head (EarlyExitDrafter),
          its verification pass starts the drafted rows at the exit layer
 heads    extra heads on the target's last hidden state (HeadsDrafter), §10.3
 lookup+heads lookup when the text has a match, the heads otherwise (no second model at all)
+tree, tree-wide  the draft model's top-b tree (ModelTreeDrafter), one target pass per round
+tree-heads   the extra heads' tree (HeadsTreeDrafter)
+
+Every drafter runs on both backends: `core` is the `reference` module or the GPU twin
+`gpu`, and the tree drafters and loop come from its `tree` module (reference.tree, gpu.tree).
 """
 
 from __future__ import annotations
+
+import importlib
 
 from lab.bundled import SELF_DRAFT_DIR, load_exit_head, load_heads
 
@@ -17,8 +24,6 @@ DRAFTERS = (
     "model", "lookup", "hybrid", "early-exit", "heads", "lookup+heads", "tree", "tree-wide",
     "tree-heads",
 )  # fmt: skip
-# made of the target, or trees: the reference backend only (not in the GPU twin yet)
-SELF_DRAFTERS = ("early-exit", "heads", "lookup+heads", "tree", "tree-wide", "tree-heads")
 # Tree shapes by name (widths per depth). Top-b point masses: exact at any temperature, and
 # at greedy the only rule whose siblings differ (sampling a one-hot q repeats one token).
 TREE_WIDTHS = {"tree": (2, 1, 1, 1), "tree-wide": (3, 1, 1), "tree-heads": (3, 2, 2, 1)}
@@ -54,14 +59,14 @@ def make_drafter(
     if name == "heads":
         return core.HeadsDrafter(target, trained_heads(self_draft_dir))
     if name in ("tree", "tree-wide"):
-        from reference.tree import POINT, ModelTreeDrafter
+        from reference.tree import POINT
 
-        return ModelTreeDrafter(draft, tree_widths or TREE_WIDTHS[name], POINT)
+        widths = tree_widths or TREE_WIDTHS[name]
+        return tree_module(core).ModelTreeDrafter(draft, widths, POINT)
     if name == "tree-heads":
-        from reference.tree import HeadsTreeDrafter
-
         heads = core.HeadsDrafter(target, trained_heads(self_draft_dir))
-        return HeadsTreeDrafter(heads, tree_widths or TREE_WIDTHS[name], HEADS_TREE_NODES)
+        widths = tree_widths or TREE_WIDTHS[name]
+        return tree_module(core).HeadsTreeDrafter(heads, widths, HEADS_TREE_NODES)
     # "longest": copy from the occurrence followed by the most tokens; it beat "recent" on
     # copy-heavy prompts and tied on held-out code (docs/benchmarks.md, "Drafting without a
     # second model", like the choices below)
@@ -100,10 +105,13 @@ def trained_heads(self_draft_dir) -> dict:
     return load_heads(self_draft_dir)
 
 
-def generate_function(core, drafter):
-    # the loop that runs this drafter: trees have their own round (reference/tree/loop.py)
-    if hasattr(drafter, "propose_tree"):
-        from reference.tree import tree_speculative_generate
+def tree_module(core):
+    # the `reference` or `gpu` module -> its tree loop and drafters (reference.tree, gpu.tree)
+    return importlib.import_module(f"{core.__name__}.tree")
 
-        return tree_speculative_generate
+
+def generate_function(core, drafter):
+    # the loop of `core` that runs this drafter: trees have their own round (its tree module)
+    if hasattr(drafter, "propose_tree"):
+        return tree_module(core).tree_speculative_generate
     return core.speculative_generate

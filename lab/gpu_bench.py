@@ -1,13 +1,18 @@
 """The GPU twin's benchmark: what scripts/gpu_check.sh measures on a device.
 
     python -m lab.gpu_bench [--repeats 3] [--max-new-tokens 128] [--ks 3,5,7] [--out DIR]
+                            [--drafter model] [--tree 2,1,1,1]
 
 On the bundled pair, greedy, held-out code prompts, batch 1: tokens/s of the twin's
-autoregressive and speculative loops, device -> host transfers (host syncs) per generated
-token, the reference (CPU fast path) at the twin's best k, and transformers' assisted
-generation on the same pair on the GPU when torch sees one. Every speed is a median over
-repeats; every ratio is taken within one repeat. Without a device it runs the twin in NumPy
-mode, which exercises the script but measures nothing about a GPU (the table says which).
+autoregressive and speculative loops with one drafter of lab/drafting.py (default: the draft
+model; a tree drafter's k rows cut its tree at depth k), device -> host transfers (host
+syncs) per generated token, the reference (CPU fast path) with the same drafter at the
+twin's best k, and transformers' assisted generation on the same pair on the GPU when torch
+sees one (the draft-model drafter only: it has no other). The batch rows always use the
+draft model: the batched loop runs chain drafters without the target's state. Every speed
+is a median over repeats; every ratio is taken within one repeat. Without a device it runs
+the twin in NumPy mode, which exercises the script but measures nothing about a GPU (the
+table says which).
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import numpy as np
 
 from gpu.backend import backend_name, counting_transfers
 from lab.bench import held_out_code_prompts
-from lab.bundled import DRAFT_DIR, TARGET_DIR, load_bundled_pair
+from lab.bundled import DRAFT_DIR, SELF_DRAFT_DIR, TARGET_DIR, load_bundled_pair
+from lab.drafting import DRAFTERS, TREE_DRAFTERS, generate_function, make_drafter
 from lab.fast_cpu import fast
 from reference.drafters import Drafter
 from reference.sampling import GREEDY
@@ -37,21 +43,29 @@ def timed_run(fn) -> tuple[int, float, int]:
     return len(tokens), seconds, log.count
 
 
-def twin_rows(prompts, ks, max_new_tokens: int, repeats: int) -> dict:
+def bundled_drafter(core, target, draft, drafter: str, tree_widths=None):
+    # the lab's drafter `drafter` of `core` (reference or gpu) for the bundled pair, with
+    # the self-drafting parts trained on its target -> (drafter, the loop that runs it)
+    d = make_drafter(drafter, core, target, draft, None, SELF_DRAFT_DIR, tree_widths=tree_widths)
+    return d, generate_function(core, d)
+
+
+def twin_rows(
+    prompts, ks, max_new_tokens: int, repeats: int, drafter: str = "model", tree_widths=None
+) -> dict:
     import gpu
 
     target_ref, draft_ref = load_bundled_pair()
     target = gpu.GPT(target_ref.config, target_ref.params)
-    drafter = gpu.ModelDrafter(gpu.GPT(draft_ref.config, draft_ref.params))
+    draft = gpu.GPT(draft_ref.config, draft_ref.params)
+    spec_drafter, loop = bundled_drafter(gpu, target, draft, drafter, tree_widths)
     kw = dict(max_new_tokens=max_new_tokens, sampling=GREEDY)
 
     def ar(prompt):
         return gpu.generate(target, prompt, rng=np.random.default_rng(0), **kw)
 
     def spec(prompt, k):
-        return gpu.speculative_generate(
-            target, drafter, prompt, k=k, rng=np.random.default_rng(0), **kw
-        ).tokens
+        return loop(target, spec_drafter, prompt, k=k, rng=np.random.default_rng(0), **kw).tokens
 
     ar(prompts[0]), spec(prompts[0], ks[0])  # warm-up: kernels compile on first use
     rows = {"ar": [], **{f"k={k}": [] for k in ks}}
@@ -128,17 +142,19 @@ def batch_rows(prompts, k: int, batches: list[int], max_new_tokens: int, repeats
     return rows
 
 
-def reference_rate(prompts, k: int, max_new_tokens: int) -> float:
+def reference_rate(
+    prompts, k: int, max_new_tokens: int, drafter: str = "model", tree_widths=None
+) -> float:
     import reference
 
     target, draft = (fast(m) for m in load_bundled_pair())
-    drafter = reference.ModelDrafter(draft)
+    spec_drafter, loop = bundled_drafter(reference, target, draft, drafter, tree_widths)
     n, s = 0, 0.0
     for prompt in prompts:
         start = time.perf_counter()
-        out = reference.speculative_generate(
+        out = loop(
             target,
-            drafter,
+            spec_drafter,
             prompt,
             k=k,
             max_new_tokens=max_new_tokens,
@@ -201,20 +217,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-prompts", type=int, default=6)
     parser.add_argument("--ks", default="3,5,7")
     parser.add_argument("--batches", default="1,8,64", help="batch sizes for the scaling rows")
+    parser.add_argument("--drafter", default="model", choices=DRAFTERS, help="lab/drafting.py")
+    parser.add_argument("--tree", default=None, help="a tree drafter's widths, e.g. 2,1,1,1")
     parser.add_argument("--out", default=os.environ.get("OUT") or None)
     args = parser.parse_args(argv)
+    if args.tree is not None and args.drafter not in TREE_DRAFTERS:
+        parser.error(f"--tree shapes a tree drafter ({', '.join(TREE_DRAFTERS)})")
     ks = [int(k) for k in args.ks.split(",")]
+    widths = None if args.tree is None else tuple(int(b) for b in args.tree.split(","))
     prompts = held_out_code_prompts(args.n_prompts)
-    rows = twin_rows(prompts, ks, args.max_new_tokens, args.repeats)
+    rows = twin_rows(prompts, ks, args.max_new_tokens, args.repeats, args.drafter, widths)
     table = summarise(rows)
     best = max(ks, key=lambda k: table[f"k={k}"][0])
     twin_best = table[f"k={best}"][0]
     extra = {
         "reference (CPU fast path) tok/s at best k": reference_rate(
-            prompts, best, args.max_new_tokens
+            prompts, best, args.max_new_tokens, args.drafter, widths
         ),
-        "transformers assisted generation (GPU) tok/s at best k": transformers_rate(
-            prompts, best, args.max_new_tokens
+        "transformers assisted generation (GPU) tok/s at best k": (
+            transformers_rate(prompts, best, args.max_new_tokens)
+            if args.drafter == "model"
+            else None  # assisted generation drafts with a second model only
         ),
     }
     batches = [int(b) for b in args.batches.split(",")]
@@ -233,8 +256,8 @@ def main(argv: list[str] | None = None) -> None:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "gpu_bench.json").write_text(json.dumps(result, indent=2))
     print(
-        f"backend: {result['backend']}; {len(prompts)} prompts x {args.max_new_tokens} "
-        f"tokens, greedy, batch 1, medians of {args.repeats} repeats"
+        f"backend: {result['backend']}; drafter: {args.drafter}; {len(prompts)} prompts x "
+        f"{args.max_new_tokens} tokens, greedy, batch 1, medians of {args.repeats} repeats"
     )
     print("| loop | tokens/s | transfers / token | speedup vs AR |")
     print("|---|---|---|---|")
@@ -244,8 +267,8 @@ def main(argv: list[str] | None = None) -> None:
         ratio = f" (twin / it: {twin_best / rate:.2f}x)" if rate else ""
         print(f"- {what}: {'n/a' if rate is None else f'{rate:.1f}'}{ratio}")
     print(
-        f"\nbatches (greedy, k={best} for speculative; AR = the same batched loop drafting "
-        "nothing):"
+        f"\nbatches (greedy, the draft model at k={best} for speculative; AR = the same batched "
+        "loop drafting nothing):"
     )
     print(
         "| batch | AR tok/s | spec tok/s | spec / AR | spec tok/s vs batch 1 | "

@@ -1,18 +1,24 @@
 """Shared pytest configuration, and the oracle's plug-in point.
 
 The statistical oracle (`pytest -m distribution`, tests/distribution/) grades the reference by
-default. Two options make it grade another implementation with the same contract:
+default. Four options make it grade another implementation with the same contract:
 
     pytest -m distribution --verify=my_verify.py:verify
     pytest -m distribution --verify=mypkg.core:verify
     pytest -m distribution --speculative=mypkg.loop:speculative_generate
     pytest -m distribution --batch=mypkg.loop:speculative_generate_batch
+    pytest -m distribution --tree=mypkg.tree:tree_speculative_generate
 
 --verify        verify(p_target [k+1, V], q_draft [k, V], draft_tokens [k], rng) returning an
                 object with .accepted and .token, or a tuple (accepted, token)
 --speculative   speculative_generate(target, drafter, prompt, *, k, max_new_tokens, rng,
                 sampling, eos_id) returning an object with .tokens and
                 .stats.accepted_per_round
+--batch         speculative_generate_batch with the reference's signature
+--tree          tree_speculative_generate(target, tree_drafter, prompt, *, max_new_tokens,
+                rng, k, sampling, eos_id, trace, clock, verify_fn) returning an object with
+                .tokens (tests/distribution/test_tree_law.py and test_typical_law.py run
+                their loops through it; their pure functions stay the reference's)
 
 The spec is `module.path:function` (imported; the current directory is tried too) or
 `path/to/file.py:function` (loaded from that file, relative to the current directory).
@@ -35,6 +41,7 @@ PLUGIN_OPTIONS = {
     "verify": "reference.verification:verify",
     "speculative": "reference.speculative:speculative_generate",
     "batch": "reference.batch:speculative_generate_batch",
+    "tree": "reference.tree:tree_speculative_generate",
 }
 _LOADED = pytest.StashKey[dict]()
 
@@ -56,6 +63,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="MODULE:FUNCTION",
         help="grade another speculative_generate_batch with the reference's signature "
         "(tests/distribution/test_batch_law.py; default: the reference)",
+    )
+    group.addoption(
+        "--tree",
+        action="store",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="grade another tree_speculative_generate with the reference's signature "
+        "(the tree loops of tests/distribution/test_tree_law.py and test_typical_law.py; "
+        "default: the reference)",
     )
     group.addoption(
         "--speculative",
@@ -130,7 +146,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 @pytest.fixture(scope="session")
 def oracle_plugins(pytestconfig: pytest.Config) -> dict[str, Callable]:
-    """{'verify': fn, 'speculative': fn} for the plug-ins given on the command line only."""
+    """{'verify': fn, 'speculative': fn, ...} for the plug-ins given on the command line only."""
     return dict(pytestconfig.stash[_LOADED])
 
 
@@ -162,6 +178,16 @@ def batch_impl(oracle_plugins) -> Callable:
     from reference.batch import speculative_generate_batch
 
     return speculative_generate_batch
+
+
+@pytest.fixture(scope="session")
+def tree_impl(oracle_plugins) -> Callable:
+    """The tree loop under test: --tree's function, or reference tree_speculative_generate."""
+    if "tree" in oracle_plugins:
+        return oracle_plugins["tree"]
+    from reference.tree import tree_speculative_generate
+
+    return tree_speculative_generate
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import textwrap
@@ -70,14 +71,21 @@ def test_a_file_that_fails_to_import_says_so(load_plugin, tmp_path):
         load_plugin(f"{tmp_path / 'broken.py'}:verify")
 
 
-def test_the_fixtures_grade_what_the_options_name(pytestconfig, verify_impl, speculative_impl):
+def test_the_fixtures_grade_what_the_options_name(
+    pytestconfig, verify_impl, speculative_impl, tree_impl
+):
     expected = {
         "verify": pytestconfig.getoption("verify") or "reference.verification:verify",
         "speculative": pytestconfig.getoption("speculative")
         or "reference.speculative:speculative_generate",
+        "tree": pytestconfig.getoption("tree") or "reference.tree:tree_speculative_generate",
     }
-    for fn, kind in ((verify_impl, "verify"), (speculative_impl, "speculative")):
-        assert fn.__name__ == expected[kind].rpartition(":")[2]
+    graded = ((verify_impl, "verify"), (speculative_impl, "speculative"), (tree_impl, "tree"))
+    for fn, kind in graded:
+        module, _, name = expected[kind].rpartition(":")
+        assert fn.__name__ == name
+        if not module.endswith(".py"):  # a dotted name: the very function it names
+            assert fn is getattr(importlib.import_module(module), name), kind
 
 
 def test_the_graded_verify_honours_the_contract(verify_impl):

@@ -24,7 +24,10 @@ siblings.
 Sampled: verify_tree's outcomes against verify_tree_law on fixed trees (chi-square, one Holm
 family at ALPHA = 1e-3), rejecting a sampler that skips the residual update; and the whole
 loop, tree_speculative_generate with four tree drafters, against the target's law of 4
-tokens (a second family), rejecting a loop that commits the path without compaction.
+tokens (a second family), rejecting a loop that commits the path without compaction. That
+loop is the one under test (`--tree`, default the reference's; `make oracle-gpu` grades the
+GPU twin's); everything else here checks the reference's pure functions, and the power tests
+break the reference's own loop.
 """
 
 from __future__ import annotations
@@ -459,7 +462,7 @@ def loop_setups():
     }
 
 
-def loop_check(name, target, make_drafter, temperature, seed, generate_fn=None):
+def loop_check(name, target, make_drafter, temperature, seed, generate_fn=None, runs=LOOP_RUNS):
     from reference.tree import tree_speculative_generate
 
     generate_fn = generate_fn or tree_speculative_generate
@@ -467,7 +470,7 @@ def loop_check(name, target, make_drafter, temperature, seed, generate_fn=None):
     rng = np.random.default_rng(seed)
     drafter = make_drafter()
     counts = Counter()
-    for _ in range(LOOP_RUNS):
+    for _ in range(runs):
         out = generate_fn(
             target, drafter, PROMPT, max_new_tokens=LOOP_TOKENS, rng=rng, sampling=sampling
         )
@@ -476,12 +479,12 @@ def loop_check(name, target, make_drafter, temperature, seed, generate_fn=None):
     return chi_square_test(counts, law, name)
 
 
-def test_the_tree_loop_samples_the_targets_law():
-    """tree_speculative_generate, run LOOP_RUNS times per setup: the law of its 4 tokens
-    (over several rounds, so the caches' compaction matters) against the target's own."""
+def test_the_tree_loop_samples_the_targets_law(tree_impl):
+    """The tree loop under test (--tree), run LOOP_RUNS times per setup: the law of its 4
+    tokens (over several rounds, so the caches' compaction matters) against the target's."""
     target, setups = loop_setups()
     results = {
-        name: loop_check(name, target, make, temperature, seed=200 + i)
+        name: loop_check(name, target, make, temperature, seed=200 + i, generate_fn=tree_impl)
         for i, (name, (make, temperature)) in enumerate(setups.items())
     }
     adjusted = holm({name: r.p_value for name, r in results.items()})

@@ -21,10 +21,17 @@ for a deterministic tree) is checked against the enumeration.
 
 Sampled (one small family, ALPHA = 1e-3): typical_verify_tree's outcomes follow its own
 exact law (chi-square), and the same counts reject the exact rule's law (p < POWER_P).
+
+The loop: the tree loop under test (`--tree`, default the reference's; `make oracle-gpu`
+grades the GPU twin's) run with the typical rule as its `verify_fn` -- what
+typical_tree_speculative_generate does -- is rejected by test_tree_law.py's loop check,
+which the same loop passes with the exact rule: the loop plugs the rule in. Everything
+else here checks the reference's pure functions.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 
@@ -36,12 +43,13 @@ from reference.typical import (
     TypicalThreshold,
     round_total_variation,
     total_variation,
+    typical_rule,
     typical_verify_tree,
     typical_verify_tree_law,
 )
 
 from .oracle import ALPHA, EXACT_ATOL, POWER_P, TableRows, chi_square_test, holm, target_law
-from .test_tree_law import PROMPT, V, drafted_trees, tables
+from .test_tree_law import PROMPT, V, drafted_trees, loop_check, loop_setups, tables
 
 pytestmark = pytest.mark.distribution
 
@@ -236,3 +244,24 @@ def test_the_sampler_follows_its_law_and_the_oracle_rejects_it():
     for r in wrong.values():
         assert r.p_value < POWER_P, r.describe()
     assert math.isfinite(sum(r.statistic for r in results.values()))
+
+
+# ---------------------------------------------------------------- the loop with the lossy rule
+
+# 500 runs reject the lossy loop at p ~ 1e-130 (sampled tree) and 1e-240 (heads tree), far
+# below POWER_P; the exact loop passes the same check with 4000 (test_tree_law.py)
+TYPICAL_LOOP_RUNS = 500
+
+
+@pytest.mark.parametrize("setup", ["sampled (2, 2), T=1", "heads (3, 2), T=1"])
+def test_the_tree_loop_plugs_in_the_lossy_rule_and_is_rejected(setup, tree_impl):
+    """The tree loop under test with typical acceptance as its verify_fn: its law of 4
+    tokens moves off the target's, and the loop check rejects it. A loop that dropped
+    verify_fn (or judged with the exact rule anyway) would pass this check, and fail here."""
+    target, setups = loop_setups()
+    make, temperature = setups[setup]
+    lossy = functools.partial(tree_impl, verify_fn=typical_rule(TypicalThreshold()))
+    result = loop_check(
+        f"typical {setup}", target, make, temperature, 9, lossy, runs=TYPICAL_LOOP_RUNS
+    )
+    assert result.p_value < POWER_P, result.describe()

@@ -176,9 +176,10 @@ def test_the_twins_distributions_equal_the_references(sampling):
 
 @pytest.mark.parametrize("hybrid", [False, True], ids=["lookup", "hybrid"])
 def test_twin_runs_the_host_side_lookup_drafters(pair, hybrid):
-    """gpu.LookupDrafter / gpu.HybridDrafter are the reference's own host drafters: the twin's
-    loop checks their proposals on the host and copies them over; greedy equals the reference.
-    (The hybrid's fallback is a reference ModelDrafter, so the whole hybrid stays on the host.)"""
+    """gpu.LookupDrafter / gpu.HybridDrafter are the reference's own classes: the twin's loop
+    checks a lookup proposal on the host and copies it over; greedy equals the reference.
+    (The hybrid's fallback is a reference ModelDrafter: the twin's loop swaps the hybrid for
+    one whose fallback is that drafter's twin, which drafts on the device.)"""
     target, draft = pair
     assert gpu.LookupDrafter is reference.LookupDrafter
     assert gpu.HybridDrafter is reference.HybridDrafter

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from lab.cli import main, parse_list
@@ -91,6 +93,21 @@ def test_demo_on_the_gpu_twin_says_where_it_ran_and_stays_exact(capsys):
     assert "identical to autoregressive output: yes" in out
 
 
+# every drafter but the draft model (the test above): the self-drafting ones and the trees
+# use the bundled pair's trained parts
+GPU_DRAFTERS = ["lookup", "hybrid", "early-exit", "heads", "lookup+heads", "tree", "tree-heads"]
+
+
+@pytest.mark.parametrize("drafter", GPU_DRAFTERS)
+def test_demo_on_the_gpu_twin_runs_every_drafter_and_stays_exact(drafter, capsys):
+    argv = ["demo", "--backend", "gpu", "--drafter", drafter, "--max-new-tokens", "16"]
+    assert main(argv + ["--no-colour", "--show-rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "backend: gpu twin: numpy" in out or "backend: gpu twin: cupy" in out
+    assert f"drafter: {drafter}" in out and "round   1  context=" in out
+    assert "identical to autoregressive output: yes" in out
+
+
 def test_bench_on_the_gpu_twin_prints_its_tables(tmp_path, capsys):
     args = "bench --backend gpu --ks 2 --repeats 1 --n-prompts 1 --max-new-tokens 8 --batches 1,2"
     assert main(args.split() + ["--out", str(tmp_path)]) == 0
@@ -98,6 +115,15 @@ def test_bench_on_the_gpu_twin_prints_its_tables(tmp_path, capsys):
     assert "backend: numpy" in out or "backend: cupy" in out
     assert "| batch | AR tok/s | spec tok/s |" in out
     assert (tmp_path / "gpu_bench.json").is_file()
+
+
+def test_bench_on_the_gpu_twin_runs_a_tree_drafter(tmp_path, capsys):
+    args = "bench --backend gpu --drafter tree --tree 2,1 --ks 2 --repeats 1 --n-prompts 1"
+    args += " --max-new-tokens 8 --batches 1"
+    assert main(args.split() + ["--out", str(tmp_path)]) == 0
+    assert "drafter: tree;" in capsys.readouterr().out
+    settings = json.loads((tmp_path / "gpu_bench.json").read_text())["settings"]
+    assert (settings["drafter"], settings["tree"]) == ("tree", "2,1")
 
 
 @pytest.mark.parametrize("drafter", ["lookup", "hybrid"])

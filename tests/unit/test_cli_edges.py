@@ -389,7 +389,7 @@ def test_the_method_table_options_are_checked_before_any_work(
 
 def test_the_demo_refuses_an_unknown_drafter_before_any_work(capsys, no_work):
     refused(capsys, ["demo", "--random", "--drafter", "medusa"], "--drafter 'medusa'")
-    refused(capsys, ["demo", "--random", "--drafter", "heads", "--backend", "gpu"], "cpu backend")
+    refused(capsys, ["demo", "--random", "--drafter", "medusa", "--backend", "gpu"], "'medusa'")
 
 
 def test_heads_need_heads_trained_for_the_target(capsys):
@@ -415,7 +415,7 @@ def test_the_method_table_runs_every_drafter_against_one_baseline(capsys, tmp_pa
         (["demo", "--random", "--drafter", "model", "--tree", "2,1"], "use it with --drafter tree"),
         (["demo", "--random", "--drafter", "tree", "--tree", "2,0"], "every width must be >= 1"),
         (["demo", "--random", "--drafter", "tree", "--tree", "2,x"], "--tree '2,x'"),
-        (["demo", "--random", "--drafter", "tree", "--backend", "gpu"], "cpu backend"),
+        (["demo", "--backend", "gpu", "--drafter", "tree", "--tree", "0"], "must be >= 1"),
     ],
 )
 def test_tree_options_are_checked_before_any_work(capsys, no_work, argv, words):
