@@ -92,18 +92,24 @@ def new_batch_cache(model: GPT, batch_size: int, capacity: int | None = None) ->
 
 
 def batched_forward_unchecked(model: GPT, tokens, n_new: np.ndarray, cache: BatchKVCache):
-    # tokens [B, T] (device), n_new [B] (host) -> logits [B, T, V] on the device: the
-    # reference's placement and the model's one forward; padding rows are NaN as there
-    V = model.n_vocab
+    # tokens [B, T] (device), n_new [B] (host) -> logits [B, T, V] on the device
+    return batched_pass(model, tokens, n_new, cache)[0]
+
+
+def batched_pass(model: GPT, tokens, n_new: np.ndarray, cache: BatchKVCache):
+    # tokens [B, T] (device), n_new [B] (host) -> (logits [B, T, V], h [B, T, C]) on the
+    # device: the reference's placement and the model's one forward; padding rows are NaN
+    V, C = model.n_vocab, model.config.n_embd
     B, T = tokens.shape
     at = batch_placement(cache.end, n_new, T)  # on the host: pointers and mask
     logits = xp.full((B, T, V), np.nan, dtype=np.float32)
+    h = xp.full((B, T, C), np.nan, dtype=np.float32)
     if at.stop == 0:
-        return logits
+        return logits, h
     real = xp.arange(T)[None, :] < to_device(n_new)[:, None]  # [B, T]
-    x = model.residual_at(xp.where(real, tokens, 0), at, cache)  # [B*T, C]
-    out = model.logits(model.norm(x, "ln_f")).reshape(B, T, V)
-    return xp.where(real[..., None], out, logits)
+    x = model.norm(model.residual_at(xp.where(real, tokens, 0), at, cache), "ln_f")  # [B*T, C]
+    out = model.logits(x).reshape(B, T, V)
+    return xp.where(real[..., None], out, logits), xp.where(real[..., None], x.reshape(B, T, C), h)
 
 
 def batched_forward(model: GPT, tokens, n_new, cache: BatchKVCache):
@@ -120,7 +126,7 @@ def batched_forward(model: GPT, tokens, n_new, cache: BatchKVCache):
 
 
 def batched_verification_pass(target: GPT, cache: BatchKVCache, contexts, drafts, sampling):
-    # -> (p[b] [k_b + 1, V] on the device or None, catch-up tokens fed per row)
+    # -> (p[b] [k_b + 1, V] on the device or None, catch-up tokens fed per row, h [B, T, C])
     B = len(drafts)
     rows, n_catch_up = [], []
     for b, draft in enumerate(drafts):
@@ -136,7 +142,7 @@ def batched_verification_pass(target: GPT, cache: BatchKVCache, contexts, drafts
     for b, r in enumerate(rows):
         if r is not None:
             tokens[b, : n_new[b]] = r
-    logits = batched_forward_unchecked(target, tokens, n_new, cache)
+    logits, h = batched_pass(target, tokens, n_new, cache)
     p = []
     for b, draft in enumerate(drafts):
         if draft is None:
@@ -144,7 +150,7 @@ def batched_verification_pass(target: GPT, cache: BatchKVCache, contexts, drafts
             continue
         k_b, n_b = int(draft.tokens.shape[0]), int(n_new[b])
         p.append(probabilities(logits[b, n_b - (k_b + 1) : n_b], sampling))
-    return p, n_catch_up
+    return p, n_catch_up, h
 
 
 def batched_round(
@@ -158,7 +164,7 @@ def batched_round(
 ) -> list[Round | None]:
     # the reference's batched round; its verifications come back in ONE transfer
     B = len(drafters)
-    draft_caches = [getattr(d, "cache", None) for d in drafters]
+    draft_caches = [d.cache for d in drafters]
     t_before = cache.length.copy()
     d_before = [cache_span_start(c)[0] for c in draft_caches]
 
@@ -168,7 +174,7 @@ def batched_round(
             drafts[b] = device_draft(
                 drafters[b], contexts[b], k_rounds[b], sampling, rng, target.n_vocab
             )
-    p, n_catch_up = batched_verification_pass(target, cache, contexts, drafts, sampling)  # 2.
+    p, n_catch_up, h = batched_verification_pass(target, cache, contexts, drafts, sampling)
     t_written = cache.end
     d_written = [cache_span_start(c)[1] for c in draft_caches]
 
@@ -200,6 +206,8 @@ def batched_round(
             continue
         drafters[b].commit(verifications[b].accepted)
         drafters[b].rollback()
+        last = n_catch_up[b] + verifications[b].accepted - 1  # row of the last kept token
+        drafters[b].observe(h[b, last])  # a device row: extra heads draft from it on the device
         k_b, dc = int(drafts[b].tokens.shape[0]), draft_caches[b]
         rounds[b] = Round(
             draft=Draft(outcome[b, 3 : 3 + k_b].copy(), drafts[b].q),
@@ -215,10 +223,12 @@ def batched_round(
 def batched_prefill(target: GPT, cache: BatchKVCache, drafters, prompts) -> None:
     # the reference's batched prefill: one ragged pass over every prompt but its last token
     tokens, n_new = pad_right([prompt[:-1] for prompt in prompts])
-    batched_forward_unchecked(target, to_device(tokens), n_new, cache)
+    h = batched_pass(target, to_device(tokens), n_new, cache)[1]
     cache.commit(n_new)
-    for drafter, prompt in zip(drafters, prompts, strict=True):
+    for b, (drafter, prompt) in enumerate(zip(drafters, prompts, strict=True)):
         drafter.reset()
+        if n_new[b]:
+            drafter.observe(h[b, n_new[b] - 1])  # the row that scored the prompt's last token
         drafter.prefill(prompt[:-1])
 
 

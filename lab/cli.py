@@ -477,6 +477,17 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def check_tree_ks(ks: list[int], depth: int) -> None:
+    # a tree's k is the depth it is cut at: a k above its depth would measure the same tree
+    # again under another label
+    deeper = [k for k in ks if k > depth]
+    if deeper:
+        raise ValueError(
+            f"--ks {','.join(map(str, deeper))}: a tree drafter's k is the depth its trees are "
+            f"cut at, at most the shape's depth {depth} (--tree sets the shape); give ks <= {depth}"
+        )
+
+
 def check_bench_options(args) -> tuple[list[int], list[float]]:
     # -> (ks, temperatures); every refusal happens here, before a model is loaded
     for option, value in (("--repeats", args.repeats), ("--n-prompts", args.n_prompts)):
@@ -498,6 +509,8 @@ def check_bench_options(args) -> tuple[list[int], list[float]]:
     ks = parse_list(args.ks, int, "--ks")
     for k in ks:
         check_k(k, args.max_new_tokens)
+    if len(drafters) == 1 and drafters[0] in TREE_DRAFTERS:
+        check_tree_ks(ks, len(tree_widths(args) or TREE_WIDTHS[drafters[0]]))
     temperatures = parse_list(args.temperatures, float, "--temperatures")
     for t in temperatures:
         SamplingParams(temperature=t)  # its own check: finite and >= 0

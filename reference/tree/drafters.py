@@ -54,7 +54,7 @@ def choose_children(
     q = probabilities(logits, sampling)  # [V]: the draft's distribution at the parent
     if draw == POINT:  # the draft's b favourites, each a point mass
         top = np.argsort(-logits, kind="stable")[:b]
-        return [int(t) for t in top], [np.eye(len(q), dtype=q.dtype)[t] for t in top]
+        return [int(t) for t in top], [point_mass(int(t), q) for t in top]
     tokens: list[int] = []
     for _ in range(b):
         if draw == SAMPLED:  # x_j ~ q, independently of x_1..x_{j-1}
@@ -65,6 +65,13 @@ def choose_children(
                 break
             tokens.append(sample_token(rest, rng))
     return tokens, [q] * len(tokens)
+
+
+def point_mass(token: int, like: np.ndarray) -> np.ndarray:  # -> [V], one-hot at token
+    # built directly: np.eye(V)[t] would make a V x V matrix per child (GBs at GPT-2's V)
+    row = np.zeros_like(like)
+    row[token] = 1
+    return row
 
 
 class ModelTreeDrafter(TreeDrafter):

@@ -27,6 +27,7 @@ from reference import (
     speculative_generate_batch,
 )
 from reference.batch import batched_prefill, pad_right
+from reference.drafters import Drafter
 
 from .helpers import (
     GREEDY,
@@ -517,8 +518,8 @@ def test_a_sampled_batch_is_reproducible_and_its_stats_add_up(target, draft):
 # ---------------------------------------------------------------- bad input to the loop
 
 
-class NoVocab:
-    """A drafter-shaped object over another vocabulary (nothing else is reached)."""
+class NoVocab(Drafter):
+    """A drafter over another vocabulary (the protocol's stubs: nothing else is reached)."""
 
     n_vocab, n_ctx = 12, 64
 
@@ -592,3 +593,36 @@ def test_a_drafter_with_a_short_context_is_named(target, short_model):
         speculative_generate_batch(
             target, drafters, [[1] * 20, [2]], k=2, max_new_tokens=6, rng=RNG(0)
         )
+
+
+@pytest.mark.parametrize("sampling", [GREEDY, SOFT], ids=lambda s: s.describe())
+def test_a_batch_hands_every_drafter_the_targets_state(target, sampling):
+    """Extra heads draft from the target's last hidden state, which the batched loop hands
+    each row after its prefill and after every round (`observe`), as the single loop does: a
+    batch of one reproduces speculative_generate with heads, drafts included."""
+    from lab.standins import random_heads
+    from reference import HeadsDrafter
+
+    heads = random_heads(target.config.n_embd, 3, seed=4)
+    for seed in range(3):
+        (batch,) = speculative_generate_batch(
+            target,
+            [HeadsDrafter(target, heads)],
+            [PROMPTS[1]],
+            k=3,
+            max_new_tokens=MAX_NEW,
+            rng=RNG(seed),
+            sampling=sampling,
+        )
+        alone = speculative_generate(
+            target,
+            HeadsDrafter(target, heads),
+            PROMPTS[1],
+            k=3,
+            max_new_tokens=MAX_NEW,
+            rng=RNG(seed),
+            sampling=sampling,
+        )
+        assert batch.stats.drafted > 0, "the heads never saw the target's state"
+        assert batch.tokens == alone.tokens
+        assert batch.stats.accepted_per_round == alone.stats.accepted_per_round

@@ -428,6 +428,16 @@ def test_k_with_a_tree_drafter_is_refused_before_any_work(capsys, no_work, draft
     refused(capsys, ["demo", "--random", "--drafter", drafter, "-k", "3"], "-k", "--tree")
 
 
+@pytest.mark.parametrize(("tree", "ks", "deeper"), [(None, "3,5,7", "5,7"), ("2,1", "2,3", "3")])
+def test_bench_refuses_a_k_deeper_than_the_tree(capsys, tmp_path, no_work, tree, ks, deeper):
+    """A tree's k is the depth it is cut at: ks above the shape's depth (4 for `tree`, 2 for
+    --tree 2,1) would measure the same tree again under another label."""
+    argv = BENCH + ["--out", str(tmp_path / "o"), "--drafter", "tree", "--ks", ks]
+    argv += ["--max-new-tokens", "16"]
+    argv += [] if tree is None else ["--tree", tree]
+    refused(capsys, argv, f"--ks {deeper}", "at most the shape's depth")
+
+
 def test_the_method_table_refuses_one_tree_shape_for_all(capsys, tmp_path, no_work):
     argv = BENCH + ["--out", str(tmp_path / "o"), "--drafter", "all", "--tree", "2,1"]
     refused(capsys, argv, "--tree shapes one tree drafter")
