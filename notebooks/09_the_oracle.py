@@ -144,14 +144,18 @@ display(Image(filename=str(path)))
 # ```
 #
 # `specdec grade` is the oracle as a grader (`lab/grading/`). It runs only the checks that
-# exercise *your* code, cheapest and most telling first: four exact cases whose outcome is
-# certain (one-hot rows, a draft the target gives probability 0, p = q), the A/B example,
-# the joint law of (accepted, token) for k = 3, drafts from context-dependent tables, and
-# finally your `verify` inside the reference loop. A family of checks stops at its first
-# failure, so a wrong `verify` is rejected in about a second, a correct one passes in about
-# 10 s (docs/oracle.md has the measured figures). Each failure is explained on the smallest
-# case that shows it, with a hint read from the *pattern* of the deviation. Exit code 0 / 1,
-# `--json`, and `--gradescope` (a `results.json` for course autograders); `--kind loop` (or a
+# exercise *your* code, in four families scored apart: the **law** (does the output follow
+# the target's law? exact cases whose outcome is certain, zero drafts, the A/B example, the
+# joint law of (accepted, token) for k = 3, drafts from context-dependent tables), the
+# **rule** (is it min(1, p/q) with the residual, the optimal acceptance? an exact rule that
+# keeps fewer drafts is reported as exact, with its acceptance against the optimum), the
+# **randomness** (is every draw taken from `rng`?) and your `verify` **inside the loop**.
+# Every family runs whatever another found; inside one, checks stop at the first failure, so
+# a wrong `verify` is rejected in a couple of seconds and a correct one passes in about 10 s
+# (docs/oracle.md has the measured figures). Each failure is explained on the smallest case
+# that shows it, with a hint chosen from the pattern of passed and failed checks. Exit code
+# 0 / 1, `--json`, and `--gradescope` (a `results.json` for course autograders; `python -m
+# lab.grading.gradescope build` makes the zip an instructor uploads); `--kind loop` (or a
 # loop's signature) grades a whole `speculative_generate`.
 #
 # Here is what a failure reads like: the catalogue's `abs_residual`, which resamples from
