@@ -25,12 +25,15 @@ $(VENV)/.stamp-dev: pyproject.toml | $(PY)
 demo: $(VENV)/.stamp-run
 	$(VENV)/bin/specdec demo
 
-# everything on two pytest workers (the notebooks too: they print the speeds they measure and
-# assert none, so other tests running beside them change their numbers, not their verdicts);
-# then `portable`: what measures time, once more as another kind of machine would run it;
-# then the oracle once more against the GPU twin (gpu/; NumPy mode without a device)
+# everything on two pytest workers, a file to a worker (an oracle module's sampled runs are
+# computed once, not once per worker), but the notebooks' execution: that runs once, in
+# `portable`, as another kind of machine runs it (the notebooks print the speeds they measure
+# and assert none; their committed outputs were executed on the machine that rendered them,
+# and are checked here); then `portable`: what measures time, under that second BLAS
+# configuration; then the oracle once more against the GPU twin (gpu/; NumPy mode)
 test: $(VENV)/.stamp-dev
-	$(PY) -m pytest -n 2 -m "not gpu" --durations=8
+	$(PY) -m pytest -n 2 --dist loadfile -m "not gpu" -k "not test_notebook_executes" \
+		--durations=8
 	$(MAKE) --no-print-directory portable
 	$(MAKE) --no-print-directory oracle-gpu ARGS="-n 2 --dist loadfile"
 	$(MAKE) --no-print-directory oracle-light
@@ -80,8 +83,9 @@ oracle-light:
 # the same oracle grading the twin: its verify, its chain loop (with every drafter), its batch
 # and its tree loop (the tree and typical-acceptance files run their loops through --tree).
 # Only the tests that grade a plug-in run (tests/conftest.py deselects the reference-only
-# ones, which `make test` already ran). `make test` passes --dist loadfile: each family's
-# module-scoped runs are then computed once, not once per worker (3:06 -> 1:57 here).
+# ones, which `make test` already ran). `make test` passes --dist loadfile: each oracle
+# module stays on one worker, so a family's module-scoped runs are computed once, not once
+# per worker (3:06 -> 1:57 here).
 oracle-gpu: $(VENV)/.stamp-oracle
 	$(PY) -m pytest -m distribution --verify=gpu.verification:verify \
 		--speculative=gpu.speculative:speculative_generate \

@@ -200,6 +200,10 @@ PLUGIN_FIXTURES = {
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    keep_tests_of_plugins(config, items)
+
+
+def keep_tests_of_plugins(config: pytest.Config, items: list[pytest.Item]) -> None:
     # With plug-ins on the command line, run only the tests that grade one of them (their
     # fixtures, direct or through another fixture): a test that reads none of them grades the
     # reference or the oracle itself, the same with or without plug-ins, and runs in the
