@@ -10,6 +10,7 @@ that names the wrong mistake fails.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import subprocess
@@ -349,10 +350,19 @@ def test_an_exact_rule_with_lower_acceptance_is_reported_as_exact():
     assert "EAGLE" in failed.outcome.hint and "biased" not in failed.outcome.hint
     report = text_report(required)
     assert report.index("PASS  law") < report.index("FAIL  rule: exact, but not")
-    # the instructor's choice: with the rule not required, the same code passes
-    optional = grade(spec, config=GradingConfig(require_rule=False))
+    # the instructor's choice: with the rule not required, the same results pass (the config
+    # decides which families count, not what runs: re-scored here rather than graded again)
+    relaxed = GradingConfig(require_rule=False)
+    optional = dataclasses.replace(required, counted=relaxed.counted())
     assert optional.passed and optional.family_status("rule") == "fail"
     assert "(for information)" in text_report(optional)
+
+
+def test_grade_scores_with_the_config_it_is_given():
+    relaxed = GradingConfig(require_rule=False)
+    broken = Path(__file__).parents[1] / "distribution" / "broken.py"
+    graded = grade(f"{broken}:swapped_ratio", config=relaxed)  # rejected in about a second
+    assert graded.counted == relaxed.counted() and "rule" not in graded.counted
 
 
 @pytest.mark.parametrize("name", ["swapped_ratio", "reseeded_uniform", "one_uniform_reused"])
