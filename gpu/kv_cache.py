@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.backend import xp
+from gpu.backend import to_device, xp
 from reference import kv_cache as reference_kv_cache
 from reference.kv_cache import catch_up_tokens
 
@@ -27,3 +27,8 @@ class KVCache(reference_kv_cache.KVCache):
         # [L, nh, N, hs] in device memory, as in the reference
         self.k = xp.zeros((n_layer, n_head, capacity, head_size), dtype=dtype)
         self.v = xp.zeros((n_layer, n_head, capacity, head_size), dtype=dtype)
+
+    def gather(self, slots):
+        # slots [r] host ints -> [L, nh, r, hs] copies, gathered on the device in one go
+        src = to_device(slots)
+        return self.k[:, :, src], self.v[:, :, src]

@@ -1,7 +1,7 @@
 """The twin's tree drafts: one target pass over the tree on the device, the walk on the host.
 
 What differs from reference/tree/, and why:
-* The pass is the reference's own (`tree_hidden`: the model's one forward over a tree's
+* The pass is the reference's own (`tree_pass_rows`: the model's one forward over a tree's
   placement); the twin model copies the tree's positions and ancestor mask to the device
   once per pass and runs its own kernels. p [n, V] and h [n, C] come out on the device.
 * The acceptance walk (`verify_tree_unchecked`) stays on the host, and is the reference's.
@@ -11,8 +11,8 @@ What differs from reference/tree/, and why:
   sync per node. So the round brings the pass's p rows back in ONE transfer and walks there
   (a tree, with its q rows, is a host object here too, as it must be for the walk), then
   checks the copy for NaN at no cost. That copy is also what the round and its trace keep.
-* KV compaction (`compact`) gathers the accepted path's slots with an index array on the
-  device, every layer in one gather: no slot crosses over.
+* KV compaction is the reference's `compact`; the twin's cache gathers the accepted path's
+  slots with an index array on the device (`KVCache.gather`): no slot crosses over.
 * The drafters draft on the device, and bring back what the host tree needs:
   - ModelTreeDrafter grows the tree a level at a time with the twin's draft model: every
     parent of a level gets its children at once on the device (the top-b by a stable
@@ -66,14 +66,16 @@ from reference.tree import (
     TreeShape,
     chain_parents,
     check_tree,
+    compact,
     heads_candidates,
     kept_slots,
     target_room,
     tree_forward,
-    tree_hidden,
+    tree_pass_rows,
     verify_tree_unchecked,
 )
 from reference.tree import drafters as reference_tree_drafters
+from reference.tree.drafters import point_mass
 
 __all__ = [
     "HeadsTreeDrafter",
@@ -88,34 +90,10 @@ __all__ = [
 def tree_verification_pass(
     target: GPT, cache: KVCache, context: np.ndarray, tree: Tree, sampling: SamplingParams
 ):
-    # context [N] committed tokens (host), a tree of n nodes (host) -> (p [n, V], m = the
-    # catch-up tokens fed, the root included, h [n, C]), p and h on the device: the
-    # reference's pass, with the twin's `probabilities`
-    if cache.pending:
-        raise ValueError(f"the target cache has {cache.pending} temporary slots; roll back first")
-    new = catch_up_tokens(cache, context)  # ends with the root, context[-1]
-    if len(new) == 0 or int(new[-1]) != int(tree.tokens[0]):
-        raise ValueError("the tree's root must be the last committed token, not yet cached")
-    m = len(new)
-    tokens = np.concatenate([new[:-1], tree.tokens])
-    parents = np.concatenate([chain_parents(m), tree.parents[1:] + (m - 1)])
-    h = tree_hidden(target, tokens, parents, cache)[m - 1 :]  # the root's row and the nodes'
+    # context [N] committed tokens (host), a tree of n nodes (host) -> (p [n, V], m, h [n, C]),
+    # p and h on the device: the reference's pass rows, with the twin's `probabilities`
+    h, m = tree_pass_rows(target, cache, context, tree)
     return probabilities(target.logits(h), sampling), m, h
-
-
-def compact(cache: KVCache, slots) -> None:
-    # slots [r], increasing temporary-slot indices -> their K/V copied, in every layer, to
-    # temporary slots 0..r-1: the reference's compaction, gathered on the device in one go
-    slots = np.asarray(slots, dtype=np.int64)
-    if len(slots) and (np.any(np.diff(slots) <= 0) or slots[0] < 0 or slots[-1] >= cache.pending):
-        raise ValueError(
-            f"compact: slots must be increasing indices of the {cache.pending} temporary "
-            f"slots, got {slots.tolist()}"
-        )
-    src = to_device(cache.length + slots)
-    k, v = cache.k[:, :, src], cache.v[:, :, src]  # [L, nh, r, hs]: copies, then the writes
-    for layer in range(k.shape[0]):
-        cache.write(layer, cache.length, k[layer], v[layer])
 
 
 def tree_round(
@@ -255,12 +233,6 @@ def draw_without_replacement(q, u):
     return xp.stack(ids, axis=-1), xp.stack(valid, axis=-1)
 
 
-def point_mass(token: int, n_vocab: int) -> np.ndarray:  # -> [V] float32, one-hot at token
-    row = np.zeros(n_vocab, dtype=np.float32)
-    row[token] = 1.0
-    return row
-
-
 class ModelTreeDrafter(reference_tree_drafters.ModelTreeDrafter):
     """The reference's tree drafter on the device: a draft GPT fills the shape a level at a
     time, one draft forward and one transfer per level."""
@@ -310,7 +282,7 @@ class ModelTreeDrafter(reference_tree_drafters.ModelTreeDrafter):
                     level.append((int(s), len(tokens)))
                     tokens.append(t)
                     parents.append(parent)
-                    q.append(point_mass(t, V) if rows is None else rows[g])
+                    q.append(point_mass(t, q[0]) if rows is None else rows[g])  # q[0]: zeros [V]
                     draws.append(self.draw)
             fed = [(s, n) for s, n in level if np.any(shape_parents == s)]  # rows needed
             if fed:
@@ -328,17 +300,6 @@ class ModelTreeDrafter(reference_tree_drafters.ModelTreeDrafter):
             np.stack(q).astype(np.float32),
             tuple(draws),
         )
-
-    def commit_path(self, path: Sequence[int]) -> None:
-        # the reference's: keep the catch-up tokens and the accepted path's fed nodes,
-        # contiguously -- with the twin's compaction (the gather on the device)
-        slots = list(range(self._n_catch_up))
-        for node in path:
-            if node not in self._slot_of:
-                break  # a leaf never fed: it is caught up next round
-            slots.append(self._slot_of[node])
-        compact(self.cache, slots)
-        self.cache.commit(len(slots))
 
 
 def heads_estimates(heads, widths: Sequence[int]) -> np.ndarray:

@@ -89,6 +89,11 @@ class KVCache:
     def values(self, layer: int, stop: int) -> np.ndarray:  # -> [nh, stop, hs] (a view)
         return self.v[layer, :, :stop]
 
+    def gather(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # slots [r] host ints -> copies of those slots' K and V in every layer, [L, nh, r, hs]
+        # each (the GPU twin's cache gathers on its device)
+        return self.k[:, :, slots], self.v[:, :, slots]
+
     def mark_written(self, n_new: int) -> None:
         """Called by the model after all layers wrote n_new positions."""
         n_new = check_number(

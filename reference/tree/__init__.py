@@ -53,6 +53,7 @@ from reference.tree.forward import (
     target_room,
     tree_forward,
     tree_hidden,
+    tree_pass_rows,
     tree_placement,
     tree_verification_pass,
 )
@@ -108,6 +109,7 @@ __all__ = [
     "target_room",
     "tree_forward",
     "tree_hidden",
+    "tree_pass_rows",
     "tree_placement",
     "tree_round",
     "tree_speculative_generate",

@@ -21,9 +21,9 @@ def compact(cache: KVCache, slots) -> None:
             f"compact: slots must be increasing indices of the {cache.pending} temporary "
             f"slots, got {slots.tolist()}"
         )
-    src = cache.length + slots
-    for layer in range(cache.k.shape[0]):  # gather (a copy), then one temporary write
-        cache.write(layer, cache.length, cache.k[layer][:, src], cache.v[layer][:, src])
+    k, v = cache.gather(cache.length + slots)  # [L, nh, r, hs]: copies, then the writes
+    for layer in range(k.shape[0]):
+        cache.write(layer, cache.length, k[layer], v[layer])
 
 
 def kept_slots(n_catch_up: int, path: Sequence[int]) -> np.ndarray:

@@ -80,13 +80,12 @@ def chain_parents(m: int) -> np.ndarray:  # -> [m]: -1, 0, 1, .., m-2 (a plain s
     return np.arange(m, dtype=np.int64) - 1
 
 
-def tree_verification_pass(
-    target: GPT, cache: KVCache, context: np.ndarray, tree: Tree, sampling: SamplingParams
-) -> tuple[np.ndarray, int, np.ndarray]:
-    # context [N] committed tokens, a tree of n nodes -> (p [n, V], m = the catch-up tokens
-    # fed, the root included, h [n, C]).
-    # ONE target forward over [catch-up tokens before the root, root, nodes 1..n-1]: the
-    # catch-up chain is an ordinary sequence ending in the root; the nodes hang below it.
+def tree_pass_rows(
+    target: GPT, cache: KVCache, context: np.ndarray, tree: Tree
+) -> tuple[np.ndarray, int]:
+    # -> (h [n, C] the final hidden rows of the root and the nodes, m = the catch-up tokens
+    # fed, the root included): ONE target forward over [catch-up tokens before the root,
+    # root, nodes 1..n-1]; the catch-up chain is an ordinary sequence ending in the root
     if cache.pending:
         raise ValueError(f"the target cache has {cache.pending} temporary slots; roll back first")
     new = catch_up_tokens(cache, context)  # ends with the root, context[-1]
@@ -95,7 +94,15 @@ def tree_verification_pass(
     m = len(new)
     tokens = np.concatenate([new[:-1], tree.tokens])
     parents = np.concatenate([chain_parents(m), tree.parents[1:] + (m - 1)])
-    h = tree_hidden(target, tokens, parents, cache)[m - 1 :]  # the root's row and the nodes'
+    return tree_hidden(target, tokens, parents, cache)[m - 1 :], m
+
+
+def tree_verification_pass(
+    target: GPT, cache: KVCache, context: np.ndarray, tree: Tree, sampling: SamplingParams
+) -> tuple[np.ndarray, int, np.ndarray]:
+    # context [N] committed tokens, a tree of n nodes -> (p [n, V], m = the catch-up tokens
+    # fed, the root included, h [n, C]): `tree_pass_rows`, then the target's distributions
+    h, m = tree_pass_rows(target, cache, context, tree)
     return probabilities(target.logits(h), sampling), m, h
 
 
