@@ -351,12 +351,12 @@ for label in ("T=0.8", "greedy"):
 # dozens, so extra guesses are nearly free and only their acceptance matters. On a CPU the
 # hardware floor is flat too for a few rows (notebook 01's roofline: up to T = 8 the pass
 # is still bound by reading the weights). Whether this NumPy/OpenBLAS implementation stays on
-# that floor depends on the CPU, its BLAS kernels and the thread count; on the CPUs measured
-# so far it did not beyond a few nodes (docs/benchmarks.md). A quick measurement (median of
-# 25 repeats, with the BLAS threads named at the top, on whatever else this machine is
-# doing: read the trend, not the digits): v(n) = the time
-# of one target pass over n tree nodes after the prompt, divided by the same pass over one
-# node (one decode step). The sizes take turns, so that a busy spell slows them all alike.
+# that floor depends on the CPU, its BLAS kernels and the thread count (docs/benchmarks.md
+# has the machines measured so far); the cell below measures this one. Median of 25 repeats,
+# with the BLAS threads named at the top, on whatever else this machine is doing: read the
+# trend, not the digits. v(n) = the time of one target pass over n tree nodes after the
+# prompt, divided by the same pass over one node (one decode step). The sizes take turns,
+# so that a busy spell slows them all alike.
 
 # %%
 NS = [1, 2, 4, 9, 16, 32]
