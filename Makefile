@@ -67,7 +67,8 @@ grade: $(VENV)/.stamp-oracle
 	$(VENV)/bin/specdec grade $(FILE) $(ARGS)
 
 # proof that the oracle needs no torch: a fresh venv with the `oracle` extra only, where
-# `specdec grade` and `pytest -m distribution` work (under a minute; run by `make test`)
+# `specdec grade` grades the solution, every oracle module imports (collected) and the plug-in
+# path runs (under a minute; run by `make test`, whose first stage ran the families already)
 LIGHT := build/oracle-venv
 oracle-light:
 	rm -rf $(LIGHT) && $(PYTHON) -m venv $(LIGHT)
@@ -77,8 +78,15 @@ oracle-light:
 		extra = [m for m in ('torch', 'matplotlib', 'transformers') if u.find_spec(m)]; \
 		sys.exit(f'the oracle extra installed {extra}' if extra else 0)"
 	$(LIGHT)/bin/specdec grade notebooks/exercises/solutions/verify_solution.py:verify
+	for spec in cache_solution.py:SlotCache sampling_solution.py:sampling_distribution \
+		speedup_solution.py:plan_k lookup_solution.py:propose_lookup; do \
+		$(LIGHT)/bin/specdec grade notebooks/exercises/solutions/$$spec > $(LIGHT).grade \
+		|| { cat $(LIGHT).grade; exit 1; }; tail -1 $(LIGHT).grade; done
+	$(LIGHT)/bin/python -m pytest -q -p no:cacheprovider -m distribution --collect-only \
+		tests/distribution > $(LIGHT).collect || (cat $(LIGHT).collect; exit 1)
+	tail -1 $(LIGHT).collect
 	$(LIGHT)/bin/python -m pytest -q -p no:cacheprovider -m distribution \
-		tests/distribution/test_sampled_verify.py tests/distribution/test_plugin.py
+		tests/distribution/test_plugin.py
 
 # the same oracle grading the twin: its verify, its chain loop (with every drafter), its batch
 # and its tree loop (the tree and typical-acceptance files run their loops through --tree).

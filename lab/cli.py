@@ -22,7 +22,7 @@ from lab.drafting import (
     make_drafter,
 )
 from lab.fast_cpu import fast
-from lab.grading import add_grade_parser
+from lab.grading import add_class_parser, add_grade_parser
 from lab.machine import describe_machine
 from lab.methods import parse_drafters
 from lab.report import (
@@ -826,6 +826,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(bench)
     bench.set_defaults(func=cmd_bench)
     add_grade_parser(sub)  # `specdec grade PATH.py:function` (lab/grading/)
+    add_class_parser(sub)  # `specdec grade-class FOLDER`: a whole class at once
     return parser
 
 

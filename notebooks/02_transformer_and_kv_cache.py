@@ -149,3 +149,18 @@ assert cache.length == committed + 2 and gap < 1e-4, (
 #
 # **Next:** notebook 03 uses a second, much smaller model with its own cache to propose
 # the tokens we just appended by hand.
+
+# %% [markdown]
+# ## Exercise: a cache with a commit pointer
+#
+# Write the cache yourself: [`notebooks/exercises/my_cache.py`](exercises/my_cache.py) holds
+# the contract of `SlotCache` (one layer: temporary writes past the committed rows,
+# `commit(n)` keeps the first n of them, `rollback()` forgets the rest, and a refused write
+# changes nothing). Grade it from the repository root, in about a second:
+#
+# ```bash
+# .venv/bin/specdec grade notebooks/exercises/my_cache.py:SlotCache
+# ```
+#
+# The grader drives your class through scripts of calls and names the first row that lands
+# in the wrong slot. `specdec grade --list` shows every exercise of the course.

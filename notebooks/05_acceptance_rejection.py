@@ -340,3 +340,17 @@ display(Image(filename=str(path)))
 # the same thing (its catalogue of broken variants includes "a transform on one side only",
 # notebook 09). Equal laws do not mean equal text: with the same seed, speculative and
 # plain sampling consume random numbers differently and write different samples.
+
+# %% [markdown]
+# ## Exercise: logits to the distribution
+#
+# Temperature, top-k and top-p must turn logits into the *same* distribution on both sides,
+# or min(1, p/q) is computed with the wrong p or q. Write that function yourself:
+# [`notebooks/exercises/my_sampling.py`](exercises/my_sampling.py) gives the contract (the
+# order of the steps, ties, the token that crosses top-p). Grade it in about a second:
+#
+# ```bash
+# .venv/bin/specdec grade notebooks/exercises/my_sampling.py:sampling_distribution
+# ```
+#
+# The rule itself, `verify`, is the exercise of notebook 09.

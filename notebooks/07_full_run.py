@@ -200,3 +200,21 @@ for name, (c, v, predicted, measured) in rows.items():
 #    tokens: each row is still conditioned on the drafts before it (notebook 04);
 # 3. both caches take temporary writes, commit the accepted prefix and roll back the rest
 #    with a pointer (notebook 06).
+
+# %% [markdown]
+# ## Exercises: the round and the loop
+#
+# Write the loop yourself: [`notebooks/exercises/my_loop.py`](exercises/my_loop.py) gives
+# the contract of `speculative_generate` and a scaffold to fill one step of the round at a
+# time (draft, one target pass, verify, commit and roll back both caches, the draft's
+# catch-up, EOS and the length limit). The grader checks greedy runs exactly and the law of
+# the sampled text and of the accepted counts against their exact values (under a minute):
+#
+# ```bash
+# .venv/bin/specdec grade notebooks/exercises/my_loop.py:speculative_generate
+# ```
+#
+# Wrote a loop against another library (transformers, your own model)? Its model calls can
+# go through two next-token callables, and the same laws grade it:
+# [`notebooks/exercises/my_callables_loop.py`](exercises/my_callables_loop.py) and
+# `examples/transformers_style_loop.py` show how.

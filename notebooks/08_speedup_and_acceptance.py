@@ -324,3 +324,14 @@ print(f"the prediction with the new run's α: {again:.2f}x; with its in-loop c =
 assert before.k == after.k == k_yours, f"prediction for k = {before.k}, measured k = {after.k}"
 for name, x in (("predicted", prediction), ("measured", after.speedup)):
     assert np.isfinite(x) and x > 0, f"the {name} speedup should be a positive number, got {x}"
+
+# %% [markdown]
+# ## Exercise: the formula and the best k
+#
+# [`notebooks/exercises/my_speedup.py`](exercises/my_speedup.py) asks for `plan_k(alpha, c,
+# v, k_max)`: E[tokens per round] for every k, the predicted speedup with measured v(k+1),
+# and the best k. Grade it in about a second:
+#
+# ```bash
+# .venv/bin/specdec grade notebooks/exercises/my_speedup.py:plan_k
+# ```

@@ -582,3 +582,14 @@ for kind in ("copy-heavy", "held-out"):
         print(f"  T = {t:g}: on this machine the best drafter was {ranked[0]} at "
               f"{best[kind, ranked[0], t]:.2f}x" + (f"; within 0.2x of it: {', '.join(close)}"
                                                     if close else "; no other within 0.2x"))
+
+# %% [markdown]
+# ## Exercise: a prompt-lookup drafter
+#
+# [`notebooks/exercises/my_lookup.py`](exercises/my_lookup.py) asks for the proposal of
+# prompt lookup: the most recent earlier occurrence of the last n tokens, what followed it,
+# and the point-mass q that keeps the output exact. Grade it in about a second:
+#
+# ```bash
+# .venv/bin/specdec grade notebooks/exercises/my_lookup.py:propose_lookup
+# ```

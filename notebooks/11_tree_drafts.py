@@ -582,3 +582,15 @@ assert gap_first < 1e-9 and gap_second < 1e-9, (
 assert tv_first["exact walk"] < 1e-9 and tv_small["exact walk"] < 1e-9, (
     f"the exact walk's TV should be rounding only: {tv_first}, {tv_small}")
 print("every statement above holds on this run's numbers")
+
+# %% [markdown]
+# ## Exercise: verify a tree
+#
+# [`notebooks/exercises/my_tree.py`](exercises/my_tree.py) asks for `verify_tree(p_rows,
+# tree, rng)`: the walk above, siblings tried in order against the residual their earlier
+# siblings left. The grader scores the law of the emitted tokens and the rule apart, so an
+# exact walk that keeps fewer candidates is told so (about 10 s):
+#
+# ```bash
+# .venv/bin/specdec grade notebooks/exercises/my_tree.py:verify_tree
+# ```

@@ -2,6 +2,8 @@
 
     .venv/bin/python notebooks/render.py           # every notebook
     .venv/bin/python notebooks/render.py 05 07     # only those whose name starts so
+    .venv/bin/python notebooks/render.py --text 05 # prose only: markdown cells refreshed,
+                                                   # code cells and their outputs kept
 
 The `.py` files are the source of truth (they diff cleanly); the `.ipynb` files are
 generated, executed top to bottom in a fresh kernel with outputs kept, so that they read on
@@ -69,11 +71,37 @@ def execute(nb: nbformat.NotebookNode, figures: Path) -> float:
     return time.perf_counter() - start
 
 
+def with_new_text(path: Path) -> nbformat.NotebookNode:
+    """The rendered notebook with the source's markdown cells, its code cells and outputs
+    kept: for a change of prose only (nothing is executed, so nothing measured changes).
+    Raises ValueError when a code cell differs: then the notebook must be executed again."""
+    source = read_source(path)
+    rendered = nbformat.read(path.with_suffix(".ipynb"), as_version=4)
+    code = [c for c in rendered.cells if c.cell_type == "code"]
+    wanted = [c for c in source.cells if c.cell_type == "code"]
+    if [c.source.strip() for c in code] != [c.source.strip() for c in wanted]:
+        raise ValueError(f"{path.name}: its code changed; render it without --text")
+    kept = iter(code)
+    source.cells = [next(kept) if c.cell_type == "code" else c for c in source.cells]
+    source.metadata = rendered.metadata
+    for i, cell in enumerate(source.cells):
+        cell.id = f"cell-{i:02d}"
+    return source
+
+
 def main(argv: list[str]) -> int:
+    text_only = "--text" in argv
+    argv = [a for a in argv if a != "--text"]
     chosen = [p for p in sources() if not argv or any(p.name.startswith(a) for a in argv)]
     if not chosen:
         print(f"no notebook matches {argv}", file=sys.stderr)
         return 2
+    if text_only:
+        for path in chosen:
+            out = path.with_suffix(".ipynb")
+            jupytext.write(with_new_text(path), out, fmt="ipynb")
+            print(f"{out.relative_to(ROOT)}: prose refreshed, code and outputs kept")
+        return 0
     FIGURES.mkdir(parents=True, exist_ok=True)
     for path in chosen:
         nb = read_source(path)

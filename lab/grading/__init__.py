@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from pathlib import Path
 
 from lab.grading.config import GradingConfig, load_config
 from lab.grading.core import Grade, run_families
+from lab.grading.exercises import KINDS, families_of, listing, revise_of
 from lab.grading.submission import load_submission
 
 POLICIES = ("shrink", "full")
@@ -50,14 +52,8 @@ def grade(
     with threadpool_limits(limits=threads, user_api="blas"):
         submission = load_submission(spec, kind)
         with torch_threads(threads):  # the submission may have imported torch just now
-            if submission.kind == "verify":
-                from lab.grading.verify_checks import revise_verify_hints, verify_families
-
-                result = run_families(submission, verify_families(), revise_verify_hints)
-            else:
-                from lab.grading.loop_checks import loop_families
-
-                result = run_families(submission, loop_families(policy))
+            families = families_of(submission.kind, policy)
+            result = run_families(submission, families, revise_of(submission.kind))
     result.counted = config.counted()
     return result
 
@@ -83,18 +79,25 @@ def add_grade_parser(sub) -> None:
         "grade",
         help="grade your verify (or loop) in seconds, with plain-words hints",
         description=__doc__.split("\n\n")[0],
+        epilog=GRADE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "spec",
         metavar="PATH.py:FUNCTION",
+        nargs="?",
         help="the function to grade: path/to/file.py:verify, path/to/file.py (its verify or "
         "speculative_generate) or package.module:function",
     )
     parser.add_argument(
+        "--list", action="store_true", help="list the exercises and their skeletons, and stop"
+    )
+    parser.add_argument(
         "--kind",
-        choices=["auto", "verify", "loop"],
+        choices=["auto", *KINDS],
         default="auto",
-        help="what the function is (default: read from its signature)",
+        help="which exercise the function solves (default: read from its name, else from its "
+        "signature)",
     )
     parser.add_argument(
         "--policy",
@@ -120,7 +123,32 @@ def add_grade_parser(sub) -> None:
         "visibility per family (default: lab/grading/grading.toml's values)",
     )
     parser.add_argument("--threads", type=int, default=1, help="BLAS and torch threads (default 1)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop the whole grading after S seconds (a function that never returns): it then "
+        "runs in a child process and a timeout fails with exit code 1 (default: no limit, in "
+        "this process)",
+    )
     parser.set_defaults(func=cmd_grade)
+
+
+GRADE_EPILOG = """\
+a whole class at once (a folder of submissions -> a CSV and a markdown table):
+  specdec grade-class SUBMISSIONS/ [--exercise KIND] --out GRADES/
+the Gradescope autograder zip, to upload:
+  python -m lab.grading.gradescope build autograder.zip [--exercise KIND]
+      [--config my_grading.toml]"""
+
+
+def add_class_parser(sub) -> None:
+    """Add the `grade-class` subcommand (lab/grading/classroom.py: a folder of submissions
+    graded at once) to the `specdec` parser's subparsers."""
+    from lab.grading.classroom import add_class_parser as add
+
+    add(sub)
 
 
 GRADESCOPE_RESULTS = "/autograder/results/results.json"  # where Gradescope reads it
@@ -129,7 +157,14 @@ GRADESCOPE_RESULTS = "/autograder/results/results.json"  # where Gradescope read
 def cmd_grade(args) -> int:
     from lab.grading.report import json_report, text_report, write_gradescope
 
+    if args.list:
+        print(listing())
+        return 0
+    if not args.spec:
+        raise ValueError("give the function to grade, PATH.py:FUNCTION (or --list)")
     config = load_config(args.config)
+    if args.timeout is not None:
+        return grade_in_child(args, config)
     # torch reads this when it is first imported, even by the submission's first call
     # (grade() also sets the count of a torch imported when the file is loaded)
     os.environ.setdefault("OMP_NUM_THREADS", str(max(args.threads, 1)))
@@ -142,6 +177,44 @@ def cmd_grade(args) -> int:
         write_gradescope(result, Path(args.gradescope), config)
         print(f"written: {args.gradescope}", file=sys.stderr)
     return 0 if result.passed else 1
+
+
+def grade_in_child(args, config: GradingConfig) -> int:
+    """`specdec grade --timeout S`: the same grading in a child process, stopped after S s.
+
+    The child is `python -m lab.grading` without --timeout (lab/grading/gradescope.py's
+    runner, the one Gradescope's runs use); its report and what the submission printed are
+    passed on as they are."""
+    from lab.grading.gradescope import failure_reason, results_of, run_grader
+    from lab.grading.report import write_json
+
+    if args.timeout <= 0:
+        raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout:g}")
+    extra = ("--json",) if args.json else ()
+    child = run_grader(
+        args.spec,
+        args.kind,
+        args.policy,
+        Path(args.config).resolve() if args.config else None,
+        args.timeout,
+        extra,
+        cwd=Path.cwd(),
+        threads=max(args.threads, 1),
+    )
+    print(child.stderr, end="", file=sys.stderr)
+    reason = failure_reason(child)
+    if reason is None:
+        print(child.stdout, end="")
+    elif child.timed_out:
+        stopped = {"spec": args.spec, "passed": False, "timed_out": True, "reason": reason}
+        print(json.dumps(stopped, indent=2) if args.json else f"{reason}\nRESULT: FAIL")
+    if args.gradescope and (reason is None or child.timed_out):
+        write_json(results_of(child, config), args.gradescope)
+        print(f"written: {args.gradescope}", file=sys.stderr)
+    if reason is not None and not child.timed_out and child.returncode != 2:
+        # its traceback is above (exit code 2: its own error line is)
+        print(reason.splitlines()[0], file=sys.stderr)
+    return 1 if child.timed_out or child.returncode < 0 else child.returncode
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,9 +11,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.grading.exercises import EXERCISES
+
 DEFAULT = Path(__file__).with_name("grading.toml")
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
-FAMILIES = {"verify": ("law", "rule", "randomness", "in-loop"), "loop": ("loop",)}
+FAMILIES = {e.kind: e.families for e in EXERCISES}  # kind -> its families, in report order
+RULE_FAMILIES = ("rule", "tree-rule")  # scored only when the contract's rule is required
 
 
 @dataclass(frozen=True)
@@ -28,12 +31,20 @@ DEFAULT_WEIGHTS = {
     "randomness": FamilySetting(1.0),
     "in-loop": FamilySetting(1.0),
     "loop": FamilySetting(10.0),
+    "cache": FamilySetting(10.0),
+    "sampling": FamilySetting(10.0),
+    "speedup": FamilySetting(10.0),
+    "lookup": FamilySetting(10.0),
+    "tree-law": FamilySetting(8.0),
+    "tree-rule": FamilySetting(2.0),
+    "loop-callables": FamilySetting(10.0),
 }
 
 
 @dataclass(frozen=True)
 class GradingConfig:
-    require_rule: bool = True  # must a verify use min(1, p/q) (the optimal acceptance)?
+    require_rule: bool = True  # must a verify (a tree's too) use min(1, p/q), the optimal
+    # acceptance?
     timeout_s: float = 300.0  # the whole grading of one submission, on Gradescope
     submission_file: str = "my_verify.py"  # what the students hand in, on Gradescope
     function: str = "verify"
@@ -48,7 +59,7 @@ class GradingConfig:
 
     def counts(self, family: str) -> bool:
         """Does the family decide the grade (and carry points)?"""
-        return not (family == "rule" and not self.require_rule)
+        return not (family in RULE_FAMILIES and not self.require_rule)
 
     def points(self, family: str) -> float:
         return self.setting(family).weight if self.counts(family) else 0.0

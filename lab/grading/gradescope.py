@@ -18,6 +18,7 @@ the grader itself, a timeout).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -26,10 +27,13 @@ import sys
 import tempfile
 import time
 import zipfile
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 
 from lab.grading.config import GradingConfig, load_config
+from lab.grading.exercises import KINDS
+from lab.grading.exercises import exercise as exercise_of
 from lab.grading.report import write_json, zero_results
 
 SOURCE = Path(__file__).resolve().parents[2]  # the repository, or the zip's /autograder/source
@@ -85,9 +89,17 @@ def requirements() -> str:
     return "".join(f"{name}=={metadata.version(name)}\n" for name in PACKAGES)
 
 
-def build(out: Path, config_path: str | Path | None = None) -> Path:
-    """Write the autograder zip to `out`; the config is checked here, not at grading time."""
+def build(out: Path, config_path: str | Path | None = None, exercise: str | None = None) -> Path:
+    """Write the autograder zip to `out`; the config is checked here, not at grading time.
+
+    `exercise` (a kind of lab/grading/exercises.py) sets the file the students hand in, the
+    function and the kind to that exercise's skeleton's."""
     config = load_config(config_path)
+    if exercise:
+        chosen = exercise_of(exercise)
+        config = replace(
+            config, submission_file=chosen.skeleton, function=chosen.function, kind=chosen.kind
+        )
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
 
@@ -129,74 +141,143 @@ def find_submission(folder: Path, config: GradingConfig) -> tuple[Path | None, s
     return None, f"no file {wanted} in your submission (it holds: {listing}); upload {wanted}"
 
 
-def grade_submission(folder: Path, config: GradingConfig, config_file: Path) -> dict:
+def grade_submission(folder: Path, config: GradingConfig, config_file: Path | None) -> dict:
     """results.json's content for the submission in `folder`, whatever happens."""
     file, note = find_submission(folder, config)
     if file is None:
         return zero_results(note, config, config.kind)
-    spec = f"{file.resolve()}:{config.function}"
+    return grade_file(file, config, config_file, note)
+
+
+def grade_file(file: Path, config: GradingConfig, config_file: Path | None, note: str = "") -> dict:
+    """results.json's content for one file (the config's function in it), whatever happens."""
+    spec = f"{Path(file).resolve()}:{config.function}"
+    child = run_grader(spec, config.kind, config.policy, config_file, config.timeout_s)
+    return results_of(child, config, note)
+
+
+@dataclass
+class ChildRun:
+    """One grading in a child process, as it ended."""
+
+    spec: str
+    timeout_s: float
+    returncode: int | None  # None: stopped at the time limit
+    stdout: str  # the report (the child's stdout holds nothing else)
+    stderr: str  # what the submission printed, and the child's errors
+    seconds: float
+    results: dict | None  # the child's results.json, when it wrote one
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    @property
+    def function(self) -> str:
+        return self.spec.rpartition(":")[2] or "function"
+
+
+def run_grader(
+    spec: str,
+    kind: str,
+    policy: str,
+    config_file: Path | str | None,
+    timeout_s: float,
+    extra: tuple[str, ...] = (),
+    cwd: Path = SOURCE,
+    threads: int = 1,
+) -> ChildRun:
+    """Grade `spec` with `python -m lab.grading` in a child process, stopped after `timeout_s`.
+
+    The child runs in its own session, so that a timeout stops whatever the submission
+    started too. `extra` adds options of the grade command (e.g. --json)."""
+    path = os.pathsep.join(filter(None, [str(SOURCE), os.environ.get("PYTHONPATH")]))
     env = {
         **os.environ,
-        "PYTHONPATH": str(SOURCE),
-        **{v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
+        "PYTHONPATH": path,
+        **{v: str(threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
     }
     with tempfile.TemporaryDirectory() as scratch:
         results = Path(scratch) / "results.json"
-        command = [
-            sys.executable,
-            "-m",
-            "lab.grading",
-            spec,
-            "--kind",
-            config.kind,
-            "--policy",
-            config.policy,
-            "--config",
-            str(config_file),
-            "--gradescope",
-            str(results),
-        ]
+        command = [sys.executable, "-m", "lab.grading", spec, "--kind", kind, "--policy", policy]
+        command += ["--config", str(config_file)] if config_file else []
+        command += ["--threads", str(threads), "--gradescope", str(results), *extra]
         start = time.perf_counter()
-        # its own session, so that a timeout stops whatever the submission started too
         child = subprocess.Popen(
             command,
-            cwd=SOURCE,
+            cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
         )
+        RUNNING.add(child.pid)
         try:
-            _, stderr = child.communicate(timeout=config.timeout_s)
+            stdout, stderr = child.communicate(timeout=timeout_s)
+            returncode = child.returncode
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
-            return zero_results(
-                f"grading was stopped after {config.timeout_s:g} s: your {config.function} did "
-                f"not return (an endless loop? a while loop whose condition never changes?). A "
-                f"correct one is graded in about 15 s.",
-                config,
-                config.kind,
-            )
+            stdout, stderr = child.communicate()
+            returncode = None
+        except KeyboardInterrupt:  # its own session does not see the Ctrl-C: stop it too
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            raise
+        finally:
+            RUNNING.discard(child.pid)
         seconds = time.perf_counter() - start
-        if child.returncode in (0, 1) and results.is_file():
-            data = json.loads(results.read_text())
-            data["extra_data"] = {"grader": str(SOURCE / "lab" / "grading"), "seconds": seconds}
-            if note:
-                data["output"] = f"{note}\n{data['output']}"
-            return data
-    error = [line for line in stderr.splitlines() if line.strip()]
+        wrote = returncode in (0, 1) and results.is_file()
+        data = json.loads(results.read_text()) if wrote else None
+    # the child's note about the scratch results.json means nothing to whoever reads stderr
+    stderr = "".join(
+        line for line in stderr.splitlines(keepends=True) if line.strip() != f"written: {results}"
+    )
+    return ChildRun(spec, timeout_s, returncode, stdout, stderr, seconds, data)
+
+
+RUNNING: set[int] = set()  # the graders' children now running (each leads its own session)
+
+
+def stop_running() -> None:
+    """Kill every grader child still running, with what it started (a Ctrl-C in the parent
+    reaches none of them: each runs in its own session)."""
+    for pid in list(RUNNING):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def failure_reason(child: ChildRun) -> str | None:
+    """Why the child gave no grade, in plain words (None: it gave one)."""
+    if child.timed_out:
+        return (
+            f"grading was stopped after {child.timeout_s:g} s: your {child.function} did "
+            f"not return (an endless loop? a while loop whose condition never changes?). A "
+            f"correct one is graded in well under a minute."
+        )
+    if child.results is not None:
+        return None
+    error = [line for line in child.stderr.splitlines() if line.strip()]
     if child.returncode == 2 and error and "specdec grade: error:" in error[-1]:
         reason = error[-1].split("specdec grade: error:", 1)[1].strip()
-        return zero_results(f"your code could not be loaded: {reason}", config, config.kind)
+        return f"your code could not be loaded: {reason}"
     tail = "\n".join(error[-15:]) or "no message"
-    return zero_results(
-        f"the grader stopped with exit code {child.returncode} after {seconds:.0f} s and no "
-        f"grade (out of memory? your code ending the process?):\n{tail}",
-        config,
-        config.kind,
+    return (
+        f"the grader stopped with exit code {child.returncode} after {child.seconds:.0f} s and "
+        f"no grade (out of memory? your code ending the process?):\n{tail}"
     )
+
+
+def results_of(child: ChildRun, config: GradingConfig, note: str = "") -> dict:
+    """results.json's content: the child's grade, or 0 with the reason it gave none."""
+    reason = failure_reason(child)
+    if reason is not None:
+        return zero_results(reason, config, config.kind)
+    data = dict(child.results)
+    data["extra_data"] = {"grader": str(SOURCE / "lab" / "grading"), "seconds": child.seconds}
+    if note:
+        data["output"] = f"{note}\n{data['output']}"
+    return data
 
 
 def run(root: Path, results: Path | None = None, config_file: Path | None = None) -> int:
@@ -224,6 +305,12 @@ def main(argv: list[str] | None = None) -> int:
     build_parser.add_argument(
         "--config", default=None, help="your settings (a copy of lab/grading/grading.toml)"
     )
+    build_parser.add_argument(
+        "--exercise",
+        choices=KINDS,
+        default=None,
+        help="grade this exercise's skeleton (sets submission_file, function and kind)",
+    )
     run_parser = sub.add_parser("run", help="grade ROOT/submission (what run_autograder does)")
     run_parser.add_argument("--root", default="/autograder", help="Gradescope's tree")
     run_parser.add_argument("--results", default=None, help="default: ROOT/results/results.json")
@@ -231,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "build":
         try:
-            out = build(Path(args.out), args.config)
+            out = build(Path(args.out), args.config, args.exercise)
         except ValueError as error:
             parser.exit(2, f"{parser.prog}: error: {error}\n")
         print(f"written: {out} ({len(source_files()) + 4} files); upload it to Gradescope")

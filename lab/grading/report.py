@@ -16,6 +16,13 @@ FAILED_VERDICT = {
     "randomness": "your verify does not take fresh randomness from rng (see below)",
     "in-loop": "inside the reference loop, the output does not follow the target's law",
     "loop": "your loop's output or its rounds do not follow the laws (see below)",
+    "cache": "your cache does not keep the contract's state after every call (see below)",
+    "sampling": "your distribution differs from the contract's on some logits (see below)",
+    "speedup": "your formula or your choice of k differs from the model's (see below)",
+    "lookup": "your proposals differ from the contract's, or their q is not the point mass",
+    "tree-law": "the emitted tokens do NOT follow the target's law: the walk is biased",
+    "tree-rule": "the walk is not the contract's rule (see below)",
+    "loop-callables": "your loop's output or its calls do not follow the laws (see below)",
 }
 
 
@@ -49,10 +56,16 @@ def text_report(grade: Grade) -> str:
     passed = sum(r.status == "pass" for r in grade.results)
     reasons = dict.fromkeys(r.reason for r in grade.results if r.status == "not run")
     lines += [""] + [f"-- not run: {reason}" for reason in reasons]
+    sampled = any(r.check.sampled for r in grade.results)
     lines += [
-        f"{passed} of {len(grade.results)} laws passed in {grade.seconds:.1f} s. "
-        f"False alarms: a correct {sub.kind} fails a family at most {ALPHA:g} of the time "
-        f"(exact checks never).",
+        f"{passed} of {len(grade.results)} {'laws' if sampled else 'checks'} passed in "
+        f"{grade.seconds:.1f} s. "
+        + (
+            f"False alarms: correct code fails a family at most {ALPHA:g} of the time "
+            f"(exact checks never)."
+            if sampled
+            else "Every check is exact: correct code never fails one."
+        ),
     ]
     for crash in grade.crashes:
         lines += ["", "Your code crashed", "-----------------", crash.describe()]

@@ -22,7 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-KINDS = ("verify", "loop")
+from lab.grading.exercises import EXERCISES, KINDS, kind_of_name
+
+# what a bare file is searched for: verify and the loop first (the exercises graded most)
+EXERCISE_NAMES = tuple(
+    dict.fromkeys(["verify", "speculative_generate", *(e.function for e in EXERCISES)])
+)
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,7 @@ def load_submission(spec: str, kind: str = "auto") -> Submission:
     Raises ValueError saying what to change when the spec cannot be loaded.
     """
     where, sep, name = str(spec).rpartition(":")
-    if not sep:  # a bare file: its `verify`, else its `speculative_generate`
+    if not sep:  # a bare file: the one exercise function it defines (`verify` first)
         where, name = str(spec), ""
     if not where:
         raise ValueError(f"{spec!r}: expected PATH.py:FUNCTION, e.g. my_verify.py:verify")
@@ -87,11 +92,11 @@ def load_submission(spec: str, kind: str = "auto") -> Submission:
         module = module_from_name(where, spec)
         source = getattr(module, "__file__", None)
     if not name:
-        name = next((n for n in ("verify", "speculative_generate") if hasattr(module, n)), "")
+        name = next((n for n in EXERCISE_NAMES if hasattr(module, n)), "")
         if not name:
             raise ValueError(
-                f"{spec!r}: the file defines neither `verify` nor `speculative_generate`; "
-                f"name the function: {where}:FUNCTION"
+                f"{spec!r}: the file defines no exercise's function ({', '.join(EXERCISE_NAMES)}"
+                f"); name the function: {where}:FUNCTION"
             )
     function = getattr(module, name, None)
     if function is None:
@@ -148,11 +153,15 @@ def module_from_name(name: str, spec: str):
 
 
 def decide_kind(function: Callable, kind: str) -> tuple[str, str]:
-    """'verify' or 'loop', from --kind or from the signature's parameter names."""
+    """An exercise's kind (lab/grading/exercises.py), from --kind, from the function's name
+    (the name its skeleton defines), or, for a verify or a loop, from its parameters."""
     if kind in KINDS:
         return kind, "--kind"
     if kind != "auto":
-        raise ValueError(f"--kind must be auto, verify or loop, got {kind!r}")
+        raise ValueError(f"--kind must be auto or one of {', '.join(KINDS)}, got {kind!r}")
+    named = kind_of_name(getattr(function, "__name__", ""))
+    if named:
+        return named, f"its name, {function.__name__}, is the {named} exercise's"
     try:
         parameters = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError):  # a builtin without a signature
@@ -167,8 +176,8 @@ def decide_kind(function: Callable, kind: str) -> tuple[str, str]:
         return "verify", "its signature takes four arguments, like verify(p, q, drafts, rng)"
     raise ValueError(
         f"cannot tell from its signature ({', '.join(names) or 'unknown'}) whether "
-        f"{getattr(function, '__name__', 'the function')} is a verify or a whole loop; "
-        f"say which with --kind verify or --kind loop"
+        f"{getattr(function, '__name__', 'the function')} is a verify, a whole loop or "
+        f"another exercise; say which with --kind ({', '.join(KINDS)})"
     )
 
 

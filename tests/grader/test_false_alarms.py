@@ -17,7 +17,9 @@ import pytest
 
 from lab.grading.laws import compare, target_joint_law, verify_joint_law
 from lab.grading.loop_checks import SAMPLED, case_laws
-from lab.grading.verify_checks import ZERO_N, ZERO_P, RandomTable, fixed_rows
+from lab.grading.verify_exact import ZERO_N, ZERO_P
+from lab.grading.verify_joint import fixed_rows
+from lab.grading.verify_tables import RandomTable
 
 REPLICATES = 2000
 

@@ -165,7 +165,7 @@ FIXED_ROWS_HINTS = {
 
 @pytest.mark.parametrize("name", sorted(FIXED_ROWS_HINTS))
 def test_the_joint_law_diagnosis_reads_the_pattern(name):
-    from lab.grading.verify_checks import fixed_check
+    from lab.grading.verify_joint import fixed_check
 
     function = (CATALOGUE_VERIFIES | NEW_VERIFIES)[name]
     _, failure = first_failure(function, "verify", [Family("fixed", "", [fixed_check()])])
@@ -388,11 +388,18 @@ def test_the_torch_threads_are_held_like_blas_and_restored():
     assert torch.get_num_threads() == before
 
 
-def test_the_kind_is_read_from_the_signature(tmp_path):
+def test_the_kind_is_read_from_the_name_or_the_signature(tmp_path):
     assert load_submission("reference.verification:verify").kind == "verify"
     assert load_submission("reference.speculative:speculative_generate").kind == "loop"
+    # another name: a verify's four arguments, or a loop's drafter / max_new_tokens
+    (tmp_path / "mine.py").write_text(
+        "def check(p, q, drafts, rng):\n    return 0, 0\n"
+        "def run(target, drafter, prompt):\n    return None\n"
+    )
+    assert load_submission(f"{tmp_path / 'mine.py'}:check").kind == "verify"
+    assert load_submission(f"{tmp_path / 'mine.py'}:run").kind == "loop"
     (tmp_path / "odd.py").write_text("def f(a, b):\n    return 0, 0\n")
-    with pytest.raises(ValueError, match="--kind verify or --kind loop"):
+    with pytest.raises(ValueError, match=r"--kind \(cache, sampling, loop"):
         load_submission(f"{tmp_path / 'odd.py'}:f")
     assert load_submission(f"{tmp_path / 'odd.py'}:f", kind="verify").kind == "verify"
     assert load_submission(str(SOLUTION)).function.__name__ == "verify"  # a bare file
@@ -415,7 +422,7 @@ def test_the_exact_cases_are_certain():
     # every exact case's expected outcome is the only one the rule allows: checked against the
     # hand-written law, so a wrong expectation cannot make a correct verify fail
     from lab.grading.laws import verify_joint_law
-    from lab.grading.verify_checks import exact_checks
+    from lab.grading.verify_exact import exact_checks
 
     assert len(exact_checks()) == 4
     P = np.array([[0.0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3]])

@@ -18,12 +18,12 @@ import pytest
 
 from lab.grading.config import DEFAULT_WEIGHTS, GradingConfig, load_config
 
-from .test_grade import SOLUTION, WRONG_VERIFY
+from .test_grade import WRONG_VERIFY
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def build_zip(tmp: Path, toml: str = "") -> Path:
+def build_zip(tmp: Path, toml: str = "", *options: str) -> Path:
     config = tmp / "grading.toml"
     config.write_text(toml)
     out = tmp / "autograder.zip"
@@ -36,6 +36,7 @@ def build_zip(tmp: Path, toml: str = "") -> Path:
             str(out),
             "--config",
             str(config),
+            *options,
         ],
         cwd=REPO,
         capture_output=True,
@@ -99,18 +100,23 @@ def archive_text(path: Path, name: str) -> str:
         return archive.read(name).decode()
 
 
-def test_a_correct_submission_gets_full_marks_from_the_unpacked_grader(autograder, tmp_path):
-    results = autograde(autograder, tmp_path, {"my_verify.py": SOLUTION.read_text()})
+def test_a_correct_submission_gets_full_marks_from_the_unpacked_grader(tmp_path):
+    # the zip of another exercise (--exercise sets the file, the function and the kind): its
+    # solution is graded in a second, where a correct verify's full grading takes ~11 s (the
+    # command line grades that one: tests/grader/test_grade.py)
+    zipped = build_zip(tmp_path, "", "--exercise", "sampling")
+    solution = REPO / "notebooks/exercises/solutions/sampling_solution.py"
+    results = autograde(zipped, tmp_path, {"my_sampling.py": solution.read_text()})
     assert results["score"] == sum(t["max_score"] for t in results["tests"]) == 10
-    assert [t["name"].split(":")[0] for t in results["tests"]] == [
-        "law",
-        "rule",
-        "randomness",
-        "in-loop",
-    ]
+    assert [t["name"].split(":")[0] for t in results["tests"]] == ["sampling"]
     assert all(t["visibility"] == "visible" and t["status"] == "passed" for t in results["tests"])
     # graded by the zip's copy of the grader, not the repository's
     assert results["extra_data"]["grader"].startswith(str(tmp_path / "autograder" / "source"))
+    config = json.loads(zipfile.ZipFile(zipped).read("config.json"))
+    assert (config["submission_file"], config["function"]) == (
+        "my_sampling.py",
+        "sampling_distribution",
+    )
 
 
 def test_a_wrong_submission_gets_partial_marks_with_reasons(autograder, tmp_path):

@@ -19,7 +19,8 @@ from lab.grading.laws import (
     verify_joint_law,
 )
 from lab.grading.loop_checks import SAMPLED, case_laws, tiny_pair
-from lab.grading.verify_checks import AB_P, AB_Q, RandomTable, fixed_rows
+from lab.grading.verify_joint import AB_P, AB_Q, fixed_rows
+from lab.grading.verify_tables import RandomTable
 from reference.sampling import SamplingParams, probabilities
 from reference.verification import verify_law
 

@@ -14,7 +14,9 @@ import pytest
 
 from lab.grading.core import Family, run_families
 from lab.grading.submission import Submission
-from lab.grading.verify_checks import ab_checks, exact_checks, fixed_check, verify_families
+from lab.grading.verify_checks import verify_families
+from lab.grading.verify_exact import exact_checks
+from lab.grading.verify_joint import ab_checks, fixed_check
 
 from .samplers import gpt_fast_verify, transformers_ensemble_verify, transformers_verify
 

@@ -108,6 +108,13 @@ def test_core_files_stay_small():
     assert max(sizes.values()) <= 620, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
 
 
+def test_grader_files_stay_small():
+    """The grader's files too: one family or one concern each, none past 620 lines."""
+    grading = CORE.parent / "lab" / "grading"
+    sizes = {p.name: len(p.read_text().splitlines()) for p in grading.glob("*.py")}
+    assert max(sizes.values()) <= 620, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+
+
 def test_every_idea_of_the_article_is_one_named_function():
     """draft, verification pass, accept/reject, residual, bonus, temporary write, commit,
     rollback, catch-up and one round each have a function of their own (docs/index.md)."""

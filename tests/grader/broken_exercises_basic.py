@@ -1,0 +1,326 @@
+"""Broken submissions of three exercises — the cache (SlotCache), sampling
+(sampling_distribution) and speedup (plan_k) — each one small, realistic mistake on top of
+otherwise correct code, to test that the graders reject them and that their hints name the
+mistake. Contracts: notebooks/exercises/my_cache.py, my_sampling.py, my_speedup.py."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# --------------------------------------------------------------------------------------------
+# The cache: SlotCache(capacity, n_head, head_size), write / commit / rollback / committed
+# --------------------------------------------------------------------------------------------
+
+
+class GoodCache:
+    """Correct, the base every broken cache changes one method of."""
+
+    def __init__(self, capacity: int, n_head: int, head_size: int) -> None:
+        self.k = np.zeros((n_head, capacity, head_size))  # [nh, N, hs]
+        self.v = np.zeros((n_head, capacity, head_size))
+        self.length, self.pending = 0, 0
+
+    def start(self) -> int:  # where the next write lands
+        return self.length + self.pending
+
+    def write(self, k: np.ndarray, v: np.ndarray) -> None:  # k, v [nh, T, hs]
+        s, T = self.start(), k.shape[1]
+        if s + T > self.k.shape[1]:
+            raise ValueError("cache full")
+        self.k[:, s : s + T], self.v[:, s : s + T] = k, v
+        self.pending += T
+
+    def commit(self, n: int) -> None:
+        if not 0 <= n <= self.pending:
+            raise ValueError(f"cannot commit {n} of {self.pending} rows")
+        self.length, self.pending = self.length + n, self.pending - n
+
+    def rollback(self) -> None:
+        self.pending = 0
+
+    def committed(self):  # -> ([nh, length, hs], [nh, length, hs])
+        return self.k[:, : self.length], self.v[:, : self.length]
+
+
+class CommitsEverything(GoodCache):
+    """commit(n) keeps every temporary row, whatever n."""
+
+    def commit(self, n: int) -> None:
+        if not 0 <= n <= self.pending:
+            raise ValueError(f"cannot commit {n} of {self.pending} rows")
+        self.length, self.pending = self.length + self.pending, 0
+
+
+class CommitDropsTheRest(GoodCache):
+    """commit(n) keeps the first n and forgets the other temporary rows at once."""
+
+    def commit(self, n: int) -> None:
+        if not 0 <= n <= self.pending:
+            raise ValueError(f"cannot commit {n} of {self.pending} rows")
+        self.length, self.pending = self.length + n, 0
+
+
+class RollbackKeepsWritePosition(GoodCache):
+    """Keeps its own write position, which rollback() does not move back."""
+
+    def __init__(self, capacity: int, n_head: int, head_size: int) -> None:
+        super().__init__(capacity, n_head, head_size)
+        self.end = 0
+
+    def start(self) -> int:
+        return self.end
+
+    def write(self, k: np.ndarray, v: np.ndarray) -> None:
+        super().write(k, v)
+        self.end += k.shape[1]
+
+
+class WritesAtLength(GoodCache):
+    """Writes at slot `length`, over this round's earlier temporary rows."""
+
+    def start(self) -> int:
+        return self.length
+
+
+class ViewIncludesTemporary(GoodCache):
+    """committed() returns every row written, temporary ones included."""
+
+    def committed(self):
+        end = self.length + self.pending
+        return self.k[:, :end], self.v[:, :end]
+
+
+class OverflowMovesCounters(GoodCache):
+    """Counts the rows before copying them, and never checks the room: numpy raises a
+    ValueError on the overflow, but pending has already moved."""
+
+    def write(self, k: np.ndarray, v: np.ndarray) -> None:
+        s, T = self.start(), k.shape[1]
+        self.pending += T
+        self.k[:, s : s + T], self.v[:, s : s + T] = k, v
+
+
+class CommitUnchecked(GoodCache):
+    """commit(n) trusts n: committing more than was written goes through."""
+
+    def commit(self, n: int) -> None:
+        self.length, self.pending = self.length + n, max(self.pending - n, 0)
+
+
+class RefusesExactFit(GoodCache):
+    """Refuses a write that fills the cache exactly (>= where > belongs)."""
+
+    def write(self, k: np.ndarray, v: np.ndarray) -> None:
+        if self.start() + k.shape[1] >= self.k.shape[1]:
+            raise ValueError("cache full")
+        super().write(k, v)
+
+
+class Float32Storage(GoodCache):
+    """Stores K and V in float32."""
+
+    def __init__(self, capacity: int, n_head: int, head_size: int) -> None:
+        super().__init__(capacity, n_head, head_size)
+        self.k, self.v = self.k.astype(np.float32), self.v.astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Sampling: sampling_distribution(logits [V], temperature, top_k, top_p) -> [V]
+# --------------------------------------------------------------------------------------------
+
+
+def softmax(z: np.ndarray) -> np.ndarray:  # [V] -> [V]
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def keep_top_k(z: np.ndarray, k) -> np.ndarray:  # logits [V] -> [V], -inf outside the top k
+    if not k or k >= len(z):
+        return z
+    return np.where(z >= np.sort(z)[-k], z, -np.inf)
+
+
+def keep_top_p(p: np.ndarray, top_p, renormalise: bool = True) -> np.ndarray:  # [V] -> [V]
+    if top_p is None or top_p >= 1.0:
+        return p
+    order = np.argsort(-p, kind="stable")
+    before = np.cumsum(p[order]) - p[order]
+    kept = np.zeros_like(p)
+    kept[order[before < top_p]] = p[order[before < top_p]]
+    return kept / kept.sum() if renormalise else kept
+
+
+def temperature_after_softmax(logits, temperature, top_k=None, top_p=None):
+    """Divides the probabilities by T (then renormalises, which cancels T)."""
+    z = np.asarray(logits, dtype=np.float64)
+    if temperature == 0:
+        return np.eye(len(z))[np.argmax(z)]
+    p = softmax(keep_top_k(z, top_k)) / temperature
+    return keep_top_p(p / p.sum(), top_p)
+
+
+def top_p_cuts_crossing_token(logits, temperature, top_k=None, top_p=None):
+    """Keeps a token while the mass up to and *including* it is <= top_p."""
+    z = np.asarray(logits, dtype=np.float64)
+    if temperature == 0:
+        return np.eye(len(z))[np.argmax(z)]
+    p = softmax(keep_top_k((z - z.max()) / temperature, top_k))
+    if top_p is None or top_p >= 1.0:
+        return p
+    order = np.argsort(-p, kind="stable")
+    keep = order[np.cumsum(p[order]) <= top_p]
+    kept = np.zeros_like(p)
+    kept[keep] = p[keep]
+    return kept / kept.sum()
+
+
+def filters_without_renormalising(logits, temperature, top_k=None, top_p=None):
+    """Zeroes the tokens top-k and top-p cut, but never divides by the mass left."""
+    z = np.asarray(logits, dtype=np.float64)
+    if temperature == 0:
+        return np.eye(len(z))[np.argmax(z)]
+    p = softmax((z - z.max()) / temperature)
+    p = np.where(np.isfinite(keep_top_k(z, top_k)), p, 0.0)
+    return keep_top_p(p, top_p, renormalise=False)
+
+
+def top_p_before_top_k(logits, temperature, top_k=None, top_p=None):
+    """Applies top-p to the full softmax, then top-k."""
+    z = np.asarray(logits, dtype=np.float64)
+    if temperature == 0:
+        return np.eye(len(z))[np.argmax(z)]
+    p = keep_top_p(softmax((z - z.max()) / temperature), top_p)
+    if top_k and top_k < len(z):
+        p = np.where(p >= np.sort(p)[-top_k], p, 0.0)
+        p = p / p.sum()
+    return p
+
+
+def no_max_subtraction(logits, temperature, top_k=None, top_p=None):
+    """Takes exp of the raw logits / T: overflows for large logits or a tiny T."""
+    z = np.asarray(logits, dtype=np.float64)
+    if temperature == 0:
+        return np.eye(len(z))[np.argmax(z)]
+    e = np.exp(keep_top_k(z / temperature, top_k))
+    return keep_top_p(e / e.sum(), top_p)
+
+
+def top_k_exactly_k(logits, temperature, top_k=None, top_p=None):
+    """Keeps exactly k tokens (by sorted position), dropping tokens tied with the k-th."""
+    z = np.asarray(logits, dtype=np.float64)
+    if temperature == 0:
+        return np.eye(len(z))[np.argmax(z)]
+    z = (z - z.max()) / temperature
+    if top_k and top_k < len(z):
+        cut = np.argsort(-z, kind="stable")[top_k:]
+        z = z.copy()
+        z[cut] = -np.inf
+    return keep_top_p(softmax(z), top_p)
+
+
+def greedy_ties_to_last(logits, temperature, top_k=None, top_p=None):
+    """Greedy picks the *last* of the tied maxima."""
+    z = np.asarray(logits, dtype=np.float64)
+    if temperature == 0:
+        return np.eye(len(z))[len(z) - 1 - np.argmax(z[::-1])]
+    return keep_top_p(softmax(keep_top_k((z - z.max()) / temperature, top_k)), top_p)
+
+
+def greedy_by_tiny_temperature(logits, temperature, top_k=None, top_p=None):
+    """Treats T = 0 as a tiny T: tied maxima share the mass instead of a one-hot row."""
+    z = np.asarray(logits, dtype=np.float64)
+    temperature = max(temperature, 1e-6)
+    return keep_top_p(softmax(keep_top_k((z - z.max()) / temperature, top_k)), top_p)
+
+
+# --------------------------------------------------------------------------------------------
+# Speedup: plan_k(alpha, c, v, k_max) -> (best_k, expected_tokens, speedups)
+# --------------------------------------------------------------------------------------------
+
+
+def costs(v, k_max: int) -> np.ndarray:  # -> [k_max + 1]: v(k+1) for each k
+    return np.broadcast_to(np.asarray(v, dtype=np.float64), (k_max + 1,))
+
+
+def good_tokens(alpha: float, k: np.ndarray) -> np.ndarray:  # [n] -> [n]
+    return k + 1.0 if alpha == 1.0 else (1 - alpha ** (k + 1.0)) / (1 - alpha)
+
+
+def exponent_off_by_one(alpha, c, v, k_max):
+    """E = (1 - alpha^k) / (1 - alpha)."""
+    k = np.arange(k_max + 1)
+    tokens = k * 1.0 if alpha == 1.0 else (1 - alpha ** k.astype(float)) / (1 - alpha)
+    speedups = tokens / (k * c + costs(v, k_max))
+    return int(np.argmax(speedups)), tokens, speedups
+
+
+def forgets_bonus_token(alpha, c, v, k_max):
+    """Counts the accepted drafts only: E = alpha + ... + alpha^k."""
+    k = np.arange(k_max + 1)
+    tokens = good_tokens(alpha, k) - 1
+    speedups = tokens / (k * c + costs(v, k_max))
+    return int(np.argmax(speedups)), tokens, speedups
+
+
+def ignores_v(alpha, c, v, k_max):
+    """Leviathan's k c + 1 whatever v says."""
+    k = np.arange(k_max + 1)
+    tokens = good_tokens(alpha, k)
+    speedups = tokens / (k * c + 1)
+    return int(np.argmax(speedups)), tokens, speedups
+
+
+def alpha_one_zero_division(alpha, c, v, k_max):
+    """The closed form in Python floats, alpha = 1 not set apart."""
+    vs = costs(v, k_max)
+    tokens = [(1 - alpha ** (k + 1)) / (1 - alpha) for k in range(k_max + 1)]
+    speedups = [e / (k * c + vs[k]) for k, e in enumerate(tokens)]
+    return int(np.argmax(speedups)), np.array(tokens), np.array(speedups)
+
+
+def alpha_one_nan(alpha, c, v, k_max):
+    """The closed form in numpy, alpha = 1 not set apart (0 / 0 = NaN)."""
+    k = np.arange(k_max + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tokens = (1 - np.float64(alpha) ** (k + 1)) / (1 - np.float64(alpha))
+    speedups = tokens / (k * c + costs(v, k_max))
+    return int(np.nanargmax(speedups)) if np.isfinite(speedups).any() else 0, tokens, speedups
+
+
+def best_of_tokens(alpha, c, v, k_max):
+    """Picks the k with the most tokens per round."""
+    k = np.arange(k_max + 1)
+    tokens = good_tokens(alpha, k)
+    speedups = tokens / (k * c + costs(v, k_max))
+    return int(np.argmax(tokens)), tokens, speedups
+
+
+def ties_to_largest_k(alpha, c, v, k_max):
+    """Keeps the last of equal speedups (>= in the running maximum)."""
+    k = np.arange(k_max + 1)
+    tokens = good_tokens(alpha, k)
+    speedups = tokens / (k * c + costs(v, k_max))
+    best = 0
+    for j in range(k_max + 1):
+        if speedups[j] >= speedups[best]:
+            best = j
+    return best, tokens, speedups
+
+
+def skips_k_zero(alpha, c, v, k_max):
+    """Looks for the best k in 1..k_max only (plain decoding is no candidate)."""
+    k = np.arange(k_max + 1)
+    tokens = good_tokens(alpha, k)
+    speedups = tokens / (k * c + costs(v, k_max))
+    return (1 + int(np.argmax(speedups[1:])) if k_max else 0), tokens, speedups
+
+
+def v_read_at_k_plus_1(alpha, c, v, k_max):
+    """Reads a measured v's entry for k at index k + 1 (v(k+1) taken as v[k+1])."""
+    k = np.arange(k_max + 1)
+    tokens = good_tokens(alpha, k)
+    if np.isscalar(v):
+        speedups = tokens / (k * c + v)
+    else:
+        speedups = np.array([tokens[j] / (j * c + v[j + 1]) for j in range(k_max + 1)])
+    return int(np.argmax(speedups)), tokens, speedups

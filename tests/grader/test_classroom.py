@@ -1,0 +1,292 @@
+"""`specdec grade-class` (lab/grading/classroom.py) and `specdec grade --timeout`.
+
+A small class is graded end to end, each submission in its own child process: a wrong verify
+in each layout (a file, a folder), a folder without the file, a syntax error and a verify
+that never returns. Every one gets its row, with its score and the reason in a few words. A
+correct verify takes ~11 s to grade, too long for CI, so its row is built from a report.
+"""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import io
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from distribution import broken
+
+import lab.grading.gradescope as gradescope
+from lab.grading import main as grade_main
+from lab.grading.classroom import (
+    ClassGrades,
+    Entry,
+    check_out,
+    class_config,
+    csv_text,
+    find_entries,
+    markdown_table,
+    row_of,
+    summary_line,
+)
+from lab.grading.classroom import main as class_main
+from lab.grading.config import GradingConfig
+
+from . import more_broken
+
+REPO = Path(__file__).resolve().parents[2]
+VERIFY_FAMILIES = ["law", "rule", "randomness", "in-loop"]
+
+HEADER = (
+    "import numpy as np\n"
+    "from reference.sampling import sample_token\n"
+    "from reference.verification import Verification\n\n\n"
+)
+HELPERS = (more_broken.pick, more_broken.leftover, broken.normalised, broken.residual)
+
+
+def student_file(variant) -> str:
+    """A broken verify of tests/distribution/broken.py or more_broken.py as a student's file:
+    its helpers, then the function renamed `verify`."""
+    body = inspect.getsource(variant).replace(f"def {variant.__name__}(", "def verify(", 1)
+    return HEADER + "".join(inspect.getsource(h) + "\n\n" for h in HELPERS) + body
+
+
+SYNTAX_ERROR = "def verify(p_target, q_draft, draft_tokens, rng)\n    return 0, 0\n"
+ENDLESS = textwrap.dedent(
+    """
+    def verify(p_target, q_draft, draft_tokens, rng):
+        accepted = 0
+        while accepted <= len(draft_tokens):  # never changes: never returns
+            pass
+        return accepted, 0
+    """
+)
+
+
+# --------------------------------------------------------------------------------------------
+# A class, end to end
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory) -> tuple[str, Path]:
+    """Grade a class of five with 2 jobs and a 5 s limit; (stdout, the output folder)."""
+    folder = tmp_path_factory.mktemp("class")
+    (folder / "ann.py").write_text(student_file(more_broken.counts_the_rejected_draft))
+    (folder / "bob").mkdir()
+    (folder / "bob" / "notes.txt").write_text("I ran out of time")
+    (folder / "cho.py").write_text(SYNTAX_ERROR)
+    (folder / "dan.py").write_text(ENDLESS)
+    (folder / "eve").mkdir()
+    (folder / "eve" / "my_verify.py").write_text(student_file(broken.bonus_from_wrong_row))
+    (folder / "README.md").write_text("not a submission")  # stray files are left alone
+    out = tmp_path_factory.mktemp("grades")
+    argv = [str(folder), "--jobs", "2", "--timeout", "5", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "lab.grading.classroom", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout, out
+
+
+def rows_of(out: Path) -> dict[str, dict]:
+    return {r["student"]: r for r in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
+
+
+def test_every_submission_gets_a_row_with_its_score_and_reason(graded_class):
+    _, out = graded_class
+    rows = rows_of(out)
+    assert list(rows) == ["ann", "bob", "cho", "dan", "eve"]
+    for row in rows.values():  # the total is the sum of the families, out of 10
+        assert float(row["score"]) == sum(float(row[f]) for f in VERIFY_FAMILIES)
+        assert row["max_score"] == "10" and row["passed"] == "no"
+    # the wrong verifys are graded: the law fails (the check, what it found), their
+    # randomness is earned
+    assert rows["ann"]["first_failure"].startswith("verify/greedy-mismatch: returned ("), rows
+    assert rows["eve"]["first_failure"].startswith("verify/"), rows
+    for student in ("ann", "eve"):
+        assert rows[student]["law"] == "0" and rows[student]["randomness"] == "1"
+    assert "no file my_verify.py in your submission" in rows["bob"]["first_failure"]
+    assert rows["cho"]["first_failure"].startswith(
+        "your code could not be loaded: importing cho.py raised SyntaxError"
+    )
+    assert (
+        "grading was stopped after 5 s: your verify did not return"
+        in (rows["dan"]["first_failure"])
+    )
+    assert float(rows["dan"]["seconds"]) >= 5  # it ran to the limit, and no further
+    assert all(rows[s]["score"] == "0" for s in ("bob", "cho", "dan"))
+
+
+def test_the_markdown_table_and_the_summary(graded_class):
+    stdout, out = graded_class
+    table = (out / "grades.md").read_text()
+    assert table.startswith(
+        "| student | score /10 | law /6 | rule /2 | randomness /1 | in-loop /1 | first failure "
+        "| seconds |"
+    )
+    assert table.count("\n| ") == 5  # one line per student
+    summary = table.strip().splitlines()[-1]
+    assert summary.startswith("5 graded, 0 passed, mean score 0.40 of 10, wall time ")
+    assert summary.endswith(
+        "with 2 jobs (3 not gradable, scored 0: missing, not loading, crashed or timed out)"
+    )
+    assert summary in stdout and "written: " in stdout
+
+
+# --------------------------------------------------------------------------------------------
+# The class folder, the output folder, the options
+# --------------------------------------------------------------------------------------------
+
+
+def test_both_layouts_are_found_and_the_rest_is_left_alone(tmp_path):
+    (tmp_path / "zoe").mkdir()
+    (tmp_path / "adam.py").write_text("")
+    for skipped in (".hidden", "__MACOSX", "__pycache__"):
+        (tmp_path / skipped).mkdir()
+    (tmp_path / "grades.csv").write_text("")
+    entries = find_entries(tmp_path)
+    assert entries == [Entry("adam", tmp_path / "adam.py"), Entry("zoe", tmp_path / "zoe")]
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda d: None, "no submissions found; expected one sub-folder per student"),
+        (lambda d: ((d / "kim").mkdir(), (d / "kim.py").write_text("")), "both a folder and"),
+    ],
+    ids=["empty", "folder-and-file"],
+)
+def test_a_class_folder_that_cannot_be_read_is_refused(tmp_path, make, message):
+    make(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        find_entries(tmp_path)
+    with pytest.raises(ValueError, match="no such folder"):
+        find_entries(tmp_path / "missing")
+
+
+def test_the_default_output_is_refused_inside_the_repository(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    with pytest.raises(ValueError, match="would be inside the repository.*pass --out DIR"):
+        check_out(None, tmp_path)
+    assert check_out(str(REPO / "my-grades"), tmp_path) == REPO / "my-grades"  # on purpose
+    monkeypatch.chdir(tmp_path)
+    submissions = tmp_path / "submissions"
+    assert check_out(None, submissions) == tmp_path / "class-grades"
+    with pytest.raises(ValueError, match="inside the submissions folder"):
+        check_out(str(submissions / "out"), submissions)
+
+
+def test_the_exercise_and_the_config_say_what_is_graded(tmp_path):
+    assert class_config(GradingConfig(), None, None).kind == "verify"  # the default
+    loop = class_config(GradingConfig(), "loop", 60)
+    assert (loop.submission_file, loop.function, loop.kind) == (
+        "my_loop.py",
+        "speculative_generate",
+        "loop",
+    )
+    assert loop.timeout_s == 60
+    named = class_config(GradingConfig(function="speculative_generate"), None, None)
+    assert named.kind == "loop"  # an 'auto' kind is read from the function's name
+    with pytest.raises(ValueError, match="--timeout must be > 0"):
+        class_config(GradingConfig(), None, 0)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--jobs", "0"], "--jobs must be >= 1, got 0"),
+        (["--exercise", "verify", "--timeout", "-1"], "--timeout must be > 0"),
+        (["--config", "nowhere.toml"], "--config nowhere.toml: no such file"),
+    ],
+)
+def test_bad_options_get_a_clear_error(tmp_path, capsys, argv, message):
+    (tmp_path / "ann.py").write_text("")
+    with pytest.raises(SystemExit) as stop:
+        class_main([str(tmp_path), *argv, "--out", str(tmp_path.parent / "out")])
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_passing_submission_has_no_failure_in_the_table():
+    # (a correct verify takes ~11 s to grade: its row is built from its two reports)
+    tests = [
+        {"name": f"{f}: ...", "score": w, "max_score": w}
+        for f, w in zip(VERIFY_FAMILIES, (6, 2, 1, 1), strict=True)
+    ]
+    report = {"passed": True, "laws": [{"name": "law/x", "status": "pass"}], "crash": None}
+    row = row_of("ann", {"score": 10, "tests": tests}, report, None, 11.0, True)
+    assert row.passed and row.graded and row.failure == "" and row.score == row.max_score == 10
+    points = dict(zip(VERIFY_FAMILIES, (6.0, 2.0, 1.0, 1.0), strict=True))
+    grades = ClassGrades([row], tuple(VERIFY_FAMILIES), points, 11.0, 1)
+    assert "| ann | 10 | 6 | 2 | 1 | 1 | passed | 11.0 |" in markdown_table(grades)
+    assert csv_text(grades).splitlines()[1] == "ann,10,10,6,2,1,1,yes,,11.0"
+    assert summary_line(grades).startswith("1 graded, 1 passed, mean score 10.00 of 10")
+    assert "(0 not gradable" in summary_line(grades)
+
+
+def test_the_specdec_cli_has_grade_class(tmp_path, capsys):
+    from lab.cli import build_parser
+    from lab.cli import main as specdec
+
+    args = build_parser().parse_args(["grade-class", "subs", "--jobs", "3"])
+    assert args.folder == "subs" and args.jobs == 3 and args.exercise is None
+    with pytest.raises(SystemExit) as stop:  # through the whole command, to the first check
+        specdec(["grade-class", str(tmp_path)])
+    assert stop.value.code == 2 and "no submissions found" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# specdec grade --timeout
+# --------------------------------------------------------------------------------------------
+
+
+def grade_command(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "lab.grading", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_grade_timeout_stops_a_verify_that_never_returns(tmp_path):
+    (tmp_path / "endless.py").write_text(ENDLESS)
+    done = grade_command(f"{tmp_path / 'endless.py'}:verify", "--timeout", "2")
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith("grading was stopped after 2 s: your verify did not return")
+    assert done.stdout.strip().endswith("RESULT: FAIL")
+
+
+def test_grade_timeout_passes_the_report_on(tmp_path):
+    (tmp_path / "wrong.py").write_text(student_file(more_broken.correction_is_the_draft))
+    done = grade_command(f"{tmp_path / 'wrong.py'}:verify", "--timeout", "60")
+    assert done.returncode == 1, done.stderr
+    assert "What went wrong" in done.stdout and done.stdout.strip().endswith("RESULT: FAIL")
+    assert "written:" not in done.stderr  # the child's scratch results.json stays private
+
+
+def test_grade_without_timeout_stays_in_this_process(monkeypatch, capsys):
+    def no_child(*args, **kwargs):
+        raise AssertionError("graded in a child process without --timeout")
+
+    monkeypatch.setattr(gradescope, "run_grader", no_child)
+    with pytest.raises(SystemExit) as stop:  # loaded here: the missing file is this one's error
+        grade_main(["nowhere.py:verify"])
+    assert stop.value.code == 2 and "no such file" in capsys.readouterr().err
+
+
+def test_grade_help_names_the_gradescope_build_and_grade_class(capsys):
+    with pytest.raises(SystemExit):
+        grade_main(["--help"])
+    text = capsys.readouterr().out
+    assert "python -m lab.grading.gradescope build" in text
+    assert "specdec grade-class" in text and "--timeout S" in text

@@ -1,0 +1,136 @@
+"""The cache exercise's grader (lab/grading/cache_checks.py): the worked solution and the
+project's own KVCache pass, the skeleton fails on its NotImplementedError, and each broken
+SlotCache is rejected with the hint its mistake calls for (matched by a few words)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lab.grading import grade
+from lab.grading.cache_checks import SCRIPTS, Model, cache_families, random_scripts
+from lab.grading.core import run_families
+from lab.grading.exercises import exercise
+from lab.grading.submission import Submission, load_submission
+
+BROKEN = "tests/grader/broken_exercises_basic.py"
+CACHE = exercise("cache")
+
+
+def first_failure(name: str):
+    sub = load_submission(f"{BROKEN}:{name}", "cache")
+    result = run_families(sub, cache_families())
+    failed = [r for r in result.results if r.status == "fail"]
+    assert not result.passed and failed, f"{name} was not rejected"
+    return result, failed[0]
+
+
+def test_the_solution_passes_and_is_recognised_by_its_name():
+    result = grade(CACHE.spec(solution=True))
+    assert result.passed, [r.outcome.summary for r in result.results if r.status != "pass"]
+    assert result.submission.kind == "cache" and "its name" in result.submission.kind_reason
+    assert {r.status for r in result.results} == {"pass"}
+    assert not any(r.check.sampled for r in result.results)  # deterministic: exact only
+    assert result.seconds < 10
+
+
+class ReferenceSlotCache:
+    """reference.kv_cache.KVCache with one layer, behind the exercise's interface."""
+
+    def __init__(self, capacity: int, n_head: int, head_size: int) -> None:
+        from reference.kv_cache import KVCache
+
+        self.cache = KVCache(1, n_head, head_size, capacity, dtype=np.float64)
+
+    @property
+    def length(self) -> int:
+        return self.cache.length
+
+    @property
+    def pending(self) -> int:
+        return self.cache.pending
+
+    def write(self, k, v) -> None:  # k, v [nh, T, hs]
+        self.cache.check_room(k.shape[1])
+        self.cache.write(0, self.cache.end, k, v)
+        self.cache.mark_written(k.shape[1])
+
+    def commit(self, n: int) -> None:
+        self.cache.commit(n)
+
+    def rollback(self) -> None:
+        self.cache.rollback()
+
+    def committed(self):
+        keys, values = self.cache.committed()
+        return keys[0], values[0]
+
+
+def test_the_reference_kv_cache_passes():
+    sub = Submission("reference KVCache", ReferenceSlotCache, "cache", "test", None)
+    result = run_families(sub, cache_families())
+    assert result.passed, [r.outcome.summary for r in result.results if r.status != "pass"]
+
+
+def test_the_skeleton_fails_on_its_not_implemented_error():
+    result = grade(CACHE.spec())
+    assert not result.passed
+    crash = result.crash
+    assert isinstance(crash.error, NotImplementedError)
+    assert f"specdec grade {CACHE.spec()}" in str(crash.error)
+    assert "my_cache.py, line" in crash.where
+
+
+# the check that rejects each broken cache, and words its hint must contain
+HINTS = {
+    "CommitsEverything": ("cache/commit-0", "kept every temporary row"),
+    "CommitDropsTheRest": ("cache/commit-0", "until rollback() drops them"),
+    "RollbackKeepsWritePosition": ("cache/commit-0", "move the write position back"),
+    "WritesAtLength": ("cache/one-row-writes", "overwrote rows written earlier"),
+    "ViewIncludesTemporary": ("cache/write-commit-rollback", "temporary rows too"),
+    "OverflowMovesCounters": ("cache/overflow", "a refused call must change nothing"),
+    "CommitUnchecked": ("cache/over-commit", "must raise ValueError"),
+    "Float32Storage": ("cache/write-commit-rollback", "float32"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HINTS))
+def test_a_broken_cache_is_rejected_with_its_hint(name):
+    result, failure = first_failure(name)
+    check, words = HINTS[name]
+    assert failure.check.name == check
+    assert result.crash is None
+    assert words in failure.outcome.hint, failure.outcome.hint
+    assert "<- here" in "\n".join(failure.outcome.story)  # the calls, up to the wrong one
+    assert result.seconds < 10
+
+
+def test_a_crash_on_an_allowed_call_says_why_it_is_allowed():
+    result, failure = first_failure("RefusesExactFit")
+    assert failure.check.name == "cache/overflow" and failure.crash is not None
+    assert "broken_exercises_basic.py, line" in failure.crash.where
+    assert "fills the cache exactly is allowed" in failure.crash.hint
+    assert "cache.commit(2)" in failure.crash.inputs  # the calls that led there
+
+
+def replay(script) -> tuple[int, int, int]:
+    # -> (writes refused with temporary rows present, commits refused, writes that fit exactly)
+    model, full_writes, commits, exact = Model(script.capacity), 0, 0, 0
+    for op in script.ops:
+        refused = model.refusal(op)
+        full_writes += bool(refused) and op[0] == "write" and model.pending > 0
+        commits += bool(refused) and op[0] == "commit"
+        fits = op[0] == "write" and model.length + model.pending + op[1] == model.capacity
+        exact += fits
+        if not refused:
+            model.apply(op, ["x"] * (op[1] if op[0] == "write" else 0))
+    return full_writes, commits, exact
+
+
+def test_the_scripts_exercise_what_they_claim():
+    # the overflow script refuses a write while rows are temporary and allows an exact fit;
+    # the over-commit script refuses commits; the random ones refuse both kinds
+    assert replay(SCRIPTS["overflow"][1])[0] >= 1 and replay(SCRIPTS["overflow"][1])[2] >= 1
+    assert replay(SCRIPTS["over-commit"][1])[1] >= 2
+    totals = np.sum([replay(s) for s in random_scripts()], axis=0)
+    assert totals[0] >= 1 and totals[1] >= 3

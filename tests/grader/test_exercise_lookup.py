@@ -1,0 +1,121 @@
+"""The lookup exercise's grader (lab/grading/lookup_checks.py): the worked solution and the
+project's own lookup pass, the skeleton fails naming NotImplementedError, and each broken
+variant is rejected with the hint that names its mistake (matched by a few words)."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lab.grading import grade
+from lab.grading.core import run_families
+from lab.grading.exercises import exercise
+from lab.grading.lookup_checks import CONTRACT, lookup_families, random_cases
+from lab.grading.submission import Submission
+
+from . import broken_exercises_drafting as broken
+
+REPO = Path(__file__).resolve().parents[2]
+SOLUTION = "notebooks/exercises/solutions/lookup_solution.py:propose_lookup"
+SKELETON = "notebooks/exercises/my_lookup.py:propose_lookup"
+
+
+def reference_lookup(context, k, n_vocab, max_ngram=3):
+    """The project's LookupDrafter rule (min_ngram = 1, prefer = "recent") in the exercise's
+    signature."""
+    from reference.lookup import lookup_continuation, point_mass_rows
+
+    tokens = lookup_continuation(np.asarray(context), k, max_ngram, 1, "recent")
+    return tokens, point_mass_rows(tokens, n_vocab).astype(np.float64)
+
+
+def graded(function, name: str = ""):
+    source = inspect.getsourcefile(function)
+    submission = Submission(name or function.__name__, function, "lookup", "test", source)
+    return run_families(submission, lookup_families())
+
+
+def test_the_solution_passes_in_about_a_second(monkeypatch):
+    monkeypatch.chdir(REPO)
+    start = time.perf_counter()
+    result = grade(SOLUTION)
+    assert result.passed, [r.outcome.summary for r in result.results if r.status != "pass"]
+    assert result.submission.kind == "lookup"
+    assert tuple(dict.fromkeys(r.family for r in result.results)) == exercise("lookup").families
+    assert len(result.results) == 6
+    assert time.perf_counter() - start < 10  # ~0.2 s measured; generous for a loaded machine
+
+
+def test_the_projects_own_lookup_passes():
+    result = graded(reference_lookup)
+    assert result.passed, [r.outcome.summary for r in result.results if r.status != "pass"]
+
+
+def test_the_graders_rule_is_the_references():
+    # the grader writes the rule on its own: on every random context it agrees with
+    # reference/lookup.py (and the in-loop check shows drafts being kept, so the loop uses them)
+    for case in random_cases():
+        tokens, _ = reference_lookup(case.context, case.k, case.n_vocab, case.max_ngram)
+        assert CONTRACT.propose(case.context, case.k, case.max_ngram) == tuple(tokens), case
+
+
+def test_the_skeleton_fails_naming_not_implemented(monkeypatch):
+    monkeypatch.chdir(REPO)
+    result = grade(SKELETON)
+    assert not result.passed
+    assert isinstance(result.crash.error, NotImplementedError)
+    assert SKELETON in str(result.crash.error)  # its message names the grade command
+    assert result.crash.call.startswith("propose_lookup(context=")
+    assert "rng" not in result.crash.call  # the lookup's own call, not a verify's
+
+
+LOOKUP_HINTS = {
+    "matches_itself": ("lookup/fixed", "finds the last n tokens themselves"),
+    "oldest_occurrence": ("lookup/fixed", "oldest occurrence"),
+    "uniform_q": ("lookup/q-rows", "point mass one-hot(x)"),
+    "smoothed_q": ("lookup/q-rows", "min(1, p(x)/q(x)) > p(x)"),
+    "longer_than_k": ("lookup/length", "k + 1 tokens"),
+    "copies_the_ngram": ("lookup/fixed", "the matched n tokens themselves"),
+    "shortest_ngram_first": ("lookup/fixed", "longest n first"),
+}
+
+
+def test_every_lookup_variant_has_an_expected_hint():
+    assert set(LOOKUP_HINTS) == set(broken.LOOKUP_VARIANTS)
+
+
+@pytest.mark.parametrize("name", sorted(LOOKUP_HINTS))
+def test_a_broken_lookup_is_rejected_with_its_hint(name):
+    result = graded(broken.LOOKUP_VARIANTS[name], name)
+    failed = [r for r in result.results if r.status == "fail"]
+    assert not result.passed and result.crash is None
+    check, words = LOOKUP_HINTS[name]
+    assert failed[0].check.name == check
+    assert words in failed[0].outcome.hint, failed[0].outcome.hint
+    assert failed[0].outcome.story  # the smallest context that shows it
+    assert result.seconds < 10  # ~0.05 s measured
+
+
+def test_a_proposal_in_another_shape_is_a_clear_contract_breach():
+    def tokens_only(context, k, n_vocab, max_ngram=3):
+        return np.asarray(context[-k:] if k else [], dtype=np.int64)
+
+    result = graded(tokens_only)
+    assert "must return (draft_tokens, q_rows)" in str(result.crash.error)
+    assert result.crash.where == "the value your propose_lookup returned"
+
+
+def test_a_crash_is_shown_at_the_students_line():
+    def crashes_on_one_token(context, k, n_vocab, max_ngram=3):
+        if len(context) == 1:
+            raise IndexError("no earlier token")
+        return reference_lookup(context, k, n_vocab, max_ngram)
+
+    result = graded(crashes_on_one_token)
+    line = inspect.getsourcelines(crashes_on_one_token)[1] + 2
+    assert f"test_exercise_lookup.py, line {line}" in result.crash.where
+    assert "context=[3]" in result.crash.call
