@@ -19,7 +19,7 @@ import weakref
 
 import numpy as np
 
-from gpu.backend import to_device, to_host, xp
+from gpu.backend import memory_kind, to_device, to_host, xp
 from gpu.model import GPT, as_twin_model
 from gpu.sampling import inverse_cdf, probabilities
 from reference import drafters as reference_drafters
@@ -91,9 +91,10 @@ def as_twin_drafter(drafter):
         return drafter
     if isinstance(drafter, HybridDrafter) and as_twin_drafter(drafter.fallback) is drafter.fallback:
         return drafter  # its parts are already the twin's, or host drafters: kept as it is
-    if drafter not in _twin_drafters:  # its state is reset by every run's prefill
-        _twin_drafters[drafter] = make(drafter)
-    return _twin_drafters[drafter]
+    twins = _twin_drafters.setdefault(drafter, {})  # its state is reset by every run's prefill
+    if memory_kind() not in twins:
+        twins[memory_kind()] = make(drafter)
+    return twins[memory_kind()]
 
 
 def twin_makers() -> dict:
@@ -116,5 +117,6 @@ def twin_makers() -> dict:
     }
 
 
-# reference drafter -> its twin; weak keys, so a twin lives as long as its drafter
+# reference drafter -> {memory kind: its twin} (gpu.backend.memory_kind); weak keys, so a
+# twin lives as long as its drafter
 _twin_drafters: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

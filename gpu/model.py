@@ -26,7 +26,8 @@ import weakref
 
 import numpy as np
 
-from gpu.backend import ON_DEVICE, on_device, to_device, xp
+from gpu.backend import ON_DEVICE as ON_DEVICE  # re-exported: the device-only test reads it
+from gpu.backend import fuse, memory_kind, on_device, to_device, xp
 from gpu.kv_cache import KVCache
 from reference import model as reference_model
 from reference.config import GPTConfig
@@ -40,8 +41,9 @@ def gelu_plain(x):  # [...] -> [...]: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x
     return 0.5 * x * (1.0 + xp.tanh(c * (x + 0.044715 * (x * x * x))))
 
 
-# one fused kernel on the device; the same function, unfused, in NumPy mode
-gelu = xp.fuse(gelu_plain) if ON_DEVICE else gelu_plain
+# one fused kernel on the device (one counted launch on the stand-in); the same function,
+# unfused, in NumPy mode
+gelu = fuse(gelu_plain)
 
 
 def softmax(x, axis: int = -1):  # [...] -> [...]
@@ -121,7 +123,8 @@ class GPT(reference_model.GPT):
         return gelu(x)
 
 
-# reference model -> its twin; weak keys, so a twin lives exactly as long as its model
+# reference model -> {memory kind: its twin}; weak keys, so a twin lives exactly as long as
+# its model. One twin per kind: the device's, and the stand-in's inside counting_launches()
 _twins: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -132,6 +135,7 @@ def as_twin_model(model: reference_model.GPT) -> GPT:
     handing it over is not seen: hand over a new model instead."""
     if isinstance(model, GPT) or not isinstance(model, reference_model.GPT):
         return model
-    if model not in _twins:
-        _twins[model] = GPT(model.config, model.params)
-    return _twins[model]
+    twins = _twins.setdefault(model, {})
+    if memory_kind() not in twins:
+        twins[memory_kind()] = GPT(model.config, model.params)
+    return twins[memory_kind()]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.backend import to_device, to_host, xp
+from gpu.backend import ON_DEVICE, to_device, to_host, xp
 from reference.checks import check_generator
 from reference.sampling import (
     GREEDY,
@@ -47,8 +47,9 @@ def top_k_filter(z, k: int):  # [..., V] -> [..., V]
     return xp.where(z >= kth, z, -xp.inf)
 
 
-# ties in probability keep the reference's order (NumPy's stable sort; CuPy's sort is stable)
-STABLE = {"kind": "stable"} if xp is np else {}
+# ties in probability keep the reference's order (NumPy's stable sort; CuPy's sort is stable,
+# and takes no `kind`; the stand-in sorts stably either way)
+STABLE = {} if ON_DEVICE else {"kind": "stable"}
 
 
 def top_p_filter(probs, top_p: float):  # [..., V] -> [..., V]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.backend import to_device, to_host, xp
+from gpu.backend import on_device, to_device, to_host, xp
 from gpu.sampling import inverse_cdf
 from reference.verification import (
     ROW_SUM_ATOL,
@@ -90,9 +90,6 @@ def verify_unchecked(p_target, q_draft, draft_tokens, rng: np.random.Generator) 
 def verify(p_target, q_draft, draft_tokens, rng: np.random.Generator) -> Verification:
     # p_target [k+1, V], q_draft [k, V], draft_tokens [k] -> Verification(accepted, token)
     # The checks of the reference run on host copies (a public call may take that time).
-    p, q, x = (
-        to_host(a) if hasattr(a, "__cuda_array_interface__") else a
-        for a in (p_target, q_draft, draft_tokens)
-    )
+    p, q, x = (to_host(a) if on_device(a) else a for a in (p_target, q_draft, draft_tokens))
     tokens = check_verify_inputs(p, q, x, rng)
     return verify_unchecked(p_target, q_draft, tokens, rng)

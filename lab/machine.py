@@ -102,8 +102,12 @@ def cpu_model() -> str:
 
 
 def blas_info() -> dict:
-    """threadpoolctl's record of the BLAS NumPy uses ({} when it finds none)."""
-    from threadpoolctl import threadpool_info
+    """threadpoolctl's record of the BLAS NumPy uses ({} when it finds none, or when
+    threadpoolctl is missing: the device machine's python3 has none)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return {}
 
     for info in threadpool_info():
         if info.get("user_api") == "blas":

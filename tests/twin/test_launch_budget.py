@@ -1,0 +1,140 @@
+"""The launch budget: device operations per token and per round, counted without a GPU.
+
+At the bundled pair's size a GPU step is priced by the device operations Python queues
+(kernel launches and copies, microseconds each), not by its FLOPs, so a change that adds
+launches makes the twin slower on every device. `gpu.backend.counting_launches()` runs the
+twin on a stand-in for a device (gpu/standin.py) that counts them, on any machine. This file
+is a ratchet: each count must stay within RATCHET of the budget recorded below (measured
+before any optimisation, docs/gpu.md "The launch budget"), and a count that falls well below
+its budget fails too, asking for the budget to follow it down, so that a gain is kept.
+
+Issue 23's targets -- at most 60 launches per emitted token (greedy, k = 5, batch 1) and 40
+per autoregressive token -- are far below these budgets: they are still open.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import numpy as np
+import pytest
+
+import gpu
+import gpu.speculative
+from gpu.backend import counting_launches, counting_transfers, to_device, to_host, xp
+from reference.model import gelu as reference_gelu
+from reference.sampling import GREEDY
+
+try:
+    from threadpoolctl import threadpool_limits
+except ImportError:  # the device's python3 has none (scripts/gpu_preflight.py checks it)
+    threadpool_limits = None
+
+PROMPT = np.frombuffer(
+    b"class Rectangle:\n    def __init__(self, w, h):\n        self.w = w\n        self.h = h\n\n"
+    b"    def area(self):\n        return ",
+    np.uint8,
+).astype(np.int64)
+K = 5
+
+# Measured with this file's runs (bundled pair, greedy, batch 1), before any optimisation.
+BUDGET = {
+    "autoregressive, per token (32 tokens, prefill included)": 291.2,
+    "speculative k=5, per full round (5 drafts; the draft catches up 1 or 2 tokens)": 935,
+    # depends on how many drafts the target accepts (9 rounds of 5 drafts and one of 3 here),
+    # so it gets a wider margin: a change of acceptance is not a change of launches
+    "speculative k=5, per emitted token (48 tokens, prefill included)": 198.0,
+}
+RATCHET = 0.01  # a count may exceed its budget by 1 %
+LOOSE = 0.05  # ... the per-emitted-token count, which moves with acceptance, by 5 %
+FOLLOW = 0.90  # below 90 % of its budget, the budget must be lowered to the new count
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_blas_thread():
+    """One BLAS thread: what is tested here does not depend on it, and several threads
+    fighting over a busy machine's cores make these small matmuls many times slower."""
+    with threadpool_limits(limits=1, user_api="blas") if threadpool_limits else nullcontext():
+        yield
+
+
+def check_budget(name: str, count: float, margin: float = RATCHET) -> None:
+    budget = BUDGET[name]
+    assert count <= budget * (1 + margin), (
+        f"{name}: {count:.1f} launches, over the budget of {budget} (+{margin:.0%}). A change "
+        "added device operations to every step; remove them, or fuse them (docs/gpu.md)."
+    )
+    assert count >= budget * FOLLOW, (
+        f"{name}: {count:.1f} launches, far below the budget of {budget}: a gain. Lower "
+        f"BUDGET[{name!r}] in {__file__} to {count:.1f} so that it is kept."
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(pair):
+    """The twin on the stand-in: an autoregressive run and a speculative one, every device
+    operation counted, the speculative round by round."""
+    target_ref, draft_ref = pair
+    real_round, rounds = gpu.speculative.speculative_round, []
+
+    def counted_round(*args, **kwargs):
+        with counting_launches() as log:
+            rnd = real_round(*args, **kwargs)
+        rounds.append((log.count, int(rnd.draft.tokens.shape[0]), log.by_name["matmul"]))
+        return rnd
+
+    with counting_launches(strict=True):  # strict: no hidden sync may hide in the counts
+        target = gpu.GPT(target_ref.config, target_ref.params)
+        draft = gpu.GPT(draft_ref.config, draft_ref.params)
+        kw = dict(rng=np.random.default_rng(0), sampling=GREEDY)
+        with counting_launches() as ar_log:
+            ar = gpu.generate(target, PROMPT, max_new_tokens=32, **kw)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(gpu.speculative, "speculative_round", counted_round)
+            with counting_launches() as spec_log:
+                spec = gpu.speculative_generate(
+                    target, gpu.ModelDrafter(draft), PROMPT, k=K, max_new_tokens=48, **kw
+                )
+    return ar, ar_log, spec, spec_log, rounds
+
+
+def test_autoregressive_launches_per_token_stay_within_budget(runs, pair):
+    ar, log, *_ = runs
+    assert len(ar) == 32
+    check_budget("autoregressive, per token (32 tokens, prefill included)", log.count / len(ar))
+    # the count sees the model's work: every token is a forward with at least the four
+    # linear layers of each block as matmuls (cuBLAS calls, which no fusion removes)
+    assert log.by_name["matmul"] >= 4 * pair[0].config.n_layer * len(ar)
+
+
+def test_speculative_rounds_stay_within_budget(runs, pair):
+    *_, spec, log, rounds = runs
+    full = [count for count, drafted, _ in rounds if drafted == K]
+    assert len(full) >= 5 and len(rounds) == spec.stats.rounds
+    name = "speculative k=5, per full round (5 drafts; the draft catches up 1 or 2 tokens)"
+    check_budget(name, max(full))
+    # a round: K draft forwards of the draft model and one target pass, 4 linears per block
+    target_layers, draft_layers = pair[0].config.n_layer, pair[1].config.n_layer
+    assert all(m >= 4 * (K * draft_layers + target_layers) for _, d, m in rounds if d == K)
+    name = "speculative k=5, per emitted token (48 tokens, prefill included)"
+    check_budget(name, log.count / len(spec.tokens), LOOSE)
+
+
+def test_the_stand_in_counts_launches_as_a_device_would_run_them():
+    """The counting rules of gpu/standin.py on small cases: operations launch, views are
+    free, a fused kernel is one launch, and the one sanctioned transfer is counted twice
+    over: as a launch (the copy) and as a transfer (the host sync)."""
+    with counting_launches() as log:
+        a = to_device(np.arange(12, dtype=np.float32))  # 1: host -> device copy
+        b = a.reshape(3, 4)[:, 1:].swapaxes(0, 1)  # views: 0
+        c = (b * 2.0 + 1.0).sum(axis=0)  # multiply, add, sum: 3
+        d = c[to_device(np.array([0, 2]))]  # copy of the index, then a gather: 2
+        e = xp.zeros(4, dtype=np.float32)  # an array made on the device: 1
+        e[:2] = d  # a write: 1
+        gelu = gpu.model.gelu(e)  # a fused kernel: 1, whatever it computes inside
+        with counting_transfers() as transfers:
+            host = to_host(gelu)  # the copy back: 1
+    assert log.count == 10, log.by_name
+    assert log.by_name["fused gelu_plain"] == 1 and transfers.count == 1
+    plain = (np.arange(12.0).reshape(3, 4)[:, 1:].T * 2.0 + 1.0).sum(axis=0)[[0, 2]]
+    np.testing.assert_allclose(host, reference_gelu(np.r_[plain, 0.0, 0.0]), rtol=1e-6)
