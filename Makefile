@@ -32,17 +32,20 @@ demo: $(VENV)/.stamp-run
 # and are checked here); then `portable`: what measures time, under that second BLAS
 # configuration; then the oracle once more against the GPU twin (gpu/; NumPy mode)
 test: $(VENV)/.stamp-dev
-	$(PY) -m pytest -n 2 --dist loadfile -m "not gpu" -k "not test_notebook_executes" \
-		--durations=8
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not gpu" \
+		-k "not test_notebook_executes" --durations=8
 	$(MAKE) --no-print-directory portable
-	$(MAKE) --no-print-directory oracle-gpu ARGS="-n 2 --dist loadfile"
+	$(MAKE) --no-print-directory oracle-gpu ARGS="-n 2 --dist loadfile --no-loadscope-reorder"
 	$(MAKE) --no-print-directory oracle-light
 
 # The notebooks and every test that times something, under a second BLAS configuration:
 # OpenBLAS's Haswell kernels (what AVX2-only laptops run; on an AVX-512 CPU a product with a
-# few rows behaves quite differently there) and 2 BLAS threads. A machine of one type so
-# checks what the other types will see: no assert may depend on which (docs/benchmarks.md).
-# One pytest process: two workers of two BLAS threads each would oversubscribe two cores.
+# few rows behaves quite differently there). The time-measuring tests run with 2 BLAS threads
+# in one process (two processes of two threads would oversubscribe two cores); the notebooks,
+# which print what they measure and assert none of it, run two at a time with one BLAS thread
+# each (a notebook is one kernel process: on two cores, two of them halve the stage's time).
+# A machine of one type so checks what the other types will see: no assert may depend on
+# which (docs/benchmarks.md).
 PORTABLE_CORETYPE ?= Haswell
 PORTABLE_THREADS ?= 2
 MEASURING_TESTS := tests/unit/test_fast_cpu.py tests/unit/test_choose_k.py \
@@ -52,8 +55,10 @@ portable: $(VENV)/.stamp-dev
 	OPENBLAS_CORETYPE=$(PORTABLE_CORETYPE) SPECDEC_BLAS_THREADS=$(PORTABLE_THREADS) \
 		$(PY) -c "from lab.machine import *; use_blas_threads(); print('portable:', describe_machine().line())"
 	OPENBLAS_CORETYPE=$(PORTABLE_CORETYPE) SPECDEC_BLAS_THREADS=$(PORTABLE_THREADS) \
-		$(PY) -m pytest -p no:cacheprovider -m "not gpu" $(MEASURING_TESTS) \
-		tests/notebooks/test_notebooks.py -k "not rendered_notebook_matches and not committed_outputs"
+		$(PY) -m pytest -p no:cacheprovider -m "not gpu" $(MEASURING_TESTS)
+	OPENBLAS_CORETYPE=$(PORTABLE_CORETYPE) SPECDEC_BLAS_THREADS=1 \
+		$(PY) -m pytest -p no:cacheprovider -n 2 tests/notebooks/test_notebooks.py \
+		-k "not rendered_notebook_matches and not committed_outputs"
 
 # the statistical oracle only (`pytest -m distribution`); grade your own verify with
 #   make oracle ARGS=--verify=path/to/my_verify.py:verify

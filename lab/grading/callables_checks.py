@@ -16,7 +16,7 @@ when the loop reports them, the exact laws of the drafts kept in rounds 1 and 2.
 
 1. greedy runs, exact (point-mass rows): every draft kept; a correction; EOS inside a round;
    the length limit with one token left;
-2. sampled runs, T = 1 and T = 0.7 with top-k and EOS, 6 000 each: the tokens' law by
+2. sampled runs, T = 1 and T = 0.7 with top-k and EOS, 4 000 each: the tokens' law by
    chi-square, and the rounds' laws if reported;
 3. the calls, exact on every run of the quick looks: with plain callables there is no
    batching, so a pass over k drafts is k + 1 calls, and one call per emitted token is the

@@ -44,7 +44,7 @@ What the grader checks (on a tiny GPT pair, V = 5):
 
 * greedy (one-hot rows), exact: every draft kept; a correction; EOS inside a round; the
   length limit with one token left;
-* 6 000 sampled runs of two setups (T = 1, k = 2; T = 0.7 with top-k and EOS, k = 3): the
+* 4 000 sampled runs of two setups (T = 1, k = 2; T = 0.7 with top-k and EOS, k = 3): the
   tokens' law against the target's own, by chi-square; the drafts kept in rounds 1 and 2,
   when you return them;
 * the calls: draft_next is asked at all (else this is plain sampling); no context is asked

@@ -1,8 +1,8 @@
 """Exercise: write the speculative loop yourself -- the round and the run around it -- then let
 the oracle grade it.
 
-Grade your function from the repository root (half a minute to a minute when it is right,
-20 000 runs of your loop; a few seconds at most when it is not):
+Grade your function from the repository root (about 15 s when it is right: 8 000 runs of your
+loop; a few seconds at most when it is not):
 
     .venv/bin/specdec grade notebooks/exercises/my_loop.py:speculative_generate
 
@@ -13,7 +13,7 @@ Check each helper as you write it (a few asserts on the tiny model the grader us
 The grader runs your loop on a tiny GPT pair (V = 5; the draft is the target plus noise, so
 drafts are kept ~70% of the time): two greedy runs whose outcome is certain (one where round 1
 keeps every draft, so round 2 needs the draft's catch-up; one where the target rejects drafts,
-so the correction token and the target's cache after a rejection matter), then 6 000 sampled
+so the correction token and the target's cache after a rejection matter), then 4 000 sampled
 runs of two setups (T = 1, k = 2; T = 0.7 with top-k and EOS, k = 3), each held against the
 target's own autoregressive law of the generated tokens and the exact law of the number of
 drafts kept in rounds 1 and 2. A failure is explained on the smallest case that shows it.
