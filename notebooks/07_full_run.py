@@ -208,7 +208,7 @@ for name, (c, v, predicted, measured) in rows.items():
 # the contract of `speculative_generate` and a scaffold to fill one step of the round at a
 # time (draft, one target pass, verify, commit and roll back both caches, the draft's
 # catch-up, EOS and the length limit). The grader checks greedy runs exactly and the law of
-# the sampled text and of the accepted counts against their exact values (about 15 s):
+# the sampled text and of the accepted counts against their exact values (about 16 s):
 #
 # ```bash
 # .venv/bin/specdec grade notebooks/exercises/my_loop.py:speculative_generate

@@ -39,7 +39,15 @@ import numpy as np
 
 from lab.grading.core import Check, Family, Outcome, Runs
 from lab.grading.laws import ModelRows, compare, draft_length, marginal
-from lab.grading.loop_checks import SAMPLED, LoopCase, V, case_laws, first_difference, tiny_pair
+from lab.grading.loop_checks import (
+    QUICK_LOOK,
+    SAMPLED,
+    LoopCase,
+    V,
+    case_laws,
+    first_difference,
+    tiny_pair,
+)
 from lab.grading.submission import Submission, SubmissionCrash, call_safely, show_inputs
 
 N_CTX = 16  # the tiny pair's context length: the longest `tokens` a callable accepts
@@ -449,7 +457,7 @@ def callables_families(policy: str = "shrink", runs: int | None = None) -> list[
         for case, what in GREEDY
     ]
     cases = [replace(case, n=runs) if runs else case for case in SAMPLED]
-    sampled_runs = [(case, Runs(case_runs(case), case.n)) for case in cases]
+    sampled_runs = [(case, Runs(case_runs(case), case.n, QUICK_LOOK)) for case in cases]
     sampled = [c for case, runs in sampled_runs for c in sampled_checks(case, policy, runs)]
     family = Family(
         "loop-callables",

@@ -74,6 +74,10 @@ GREEDY_CORRECTION = LoopCase("greedy-correction", (0, 2), 2, 6, 0.0, None, None,
 # loop is graded in under 20 s; the false-alarm rate does not depend on n
 # (tests/grader/test_false_alarms.py)
 LOOP_RUNS = 4_000
+# the quick look at 30 % of the runs (1 200): the subtlest broken loop of the catalogue
+# (draft_q_without_temperature) is rejected there, in 7.5 s, where a fifth (800) was not
+# enough and cost it the full look (18.5 s); a correct loop pays 4 000 runs either way
+QUICK_LOOK = 0.3
 SAMPLED = [
     LoopCase("t1-k2", (3, 0), 2, 5, 1.0, None, None, LOOP_RUNS, 101),
     LoopCase("topk-k3-eos", (4, 1), 3, 4, 0.7, 3, 4, LOOP_RUNS, 102),
@@ -269,7 +273,7 @@ def round_starts(accepts, k: int, max_new_tokens: int, policy: str) -> tuple[lis
 
 
 def sampled_checks(case: LoopCase, policy: str) -> list[Check]:
-    runs = Runs(case_runs(case), case.n)
+    runs = Runs(case_runs(case), case.n, QUICK_LOOK)
 
     def law_check(law_name: str, key, what: str) -> Check:
         def run(sub: Submission, threshold: float, look: int) -> Outcome:

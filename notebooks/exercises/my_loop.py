@@ -1,7 +1,7 @@
 """Exercise: write the speculative loop yourself -- the round and the run around it -- then let
 the oracle grade it.
 
-Grade your function from the repository root (about 15 s when it is right: 8 000 runs of your
+Grade your function from the repository root (about 16 s when it is right: 8 000 runs of your
 loop; a few seconds at most when it is not):
 
     .venv/bin/specdec grade notebooks/exercises/my_loop.py:speculative_generate

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from lab.grading.laws import compare, target_joint_law, verify_joint_law
-from lab.grading.loop_checks import SAMPLED, case_laws
+from lab.grading.loop_checks import QUICK_LOOK, SAMPLED, case_laws
 from lab.grading.verify_exact import ZERO_N, ZERO_P
 from lab.grading.verify_joint import fixed_rows
 from lab.grading.verify_tables import RandomTable
@@ -24,8 +24,8 @@ from lab.grading.verify_tables import RandomTable
 REPLICATES = 2000
 
 
-def null_laws() -> dict[str, tuple[dict, int]]:
-    # {name: (exact law, full sample size)} of the sampled checks
+def null_laws() -> dict[str, tuple[dict, int, int]]:
+    # {name: (exact law, full sample size, quick look's size)} of the sampled checks
     laws = {
         "verify/ab-output": ({0: 0.6, 1: 0.4}, 20_000),
         "verify/fixed-k3": (verify_joint_law(*fixed_rows()), 20_000),
@@ -36,20 +36,22 @@ def null_laws() -> dict[str, tuple[dict, int]]:
             10_000,
         ),
     }
+    laws = {name: (law, n, n // 5) for name, (law, n) in laws.items()}  # Runs' default look
     topk = next(c for c in SAMPLED if c.name == "topk-k3-eos")
+    quick = int(topk.n * QUICK_LOOK)
     for law_name in ("tokens", "round1", "round2"):
-        laws[f"loop/topk-k3-eos:{law_name}"] = (case_laws(topk, "shrink")[law_name], topk.n)
+        laws[f"loop/topk-k3-eos:{law_name}"] = (case_laws(topk, "shrink")[law_name], topk.n, quick)
     t1 = next(c for c in SAMPLED if c.name == "t1-k2")
     for law_name in ("round1", "round2"):
-        laws[f"loop/t1-k2:{law_name}"] = (case_laws(t1, "shrink")[law_name], t1.n)
+        laws[f"loop/t1-k2:{law_name}"] = (case_laws(t1, "shrink")[law_name], t1.n, quick)
     return laws
 
 
 @pytest.mark.parametrize("look", ["quick", "full"])
 def test_the_chi_square_is_not_anti_conservative(look):
     rng = np.random.default_rng(2024)
-    for name, (law, n_full) in null_laws().items():
-        n = n_full // 5 if look == "quick" else n_full
+    for name, (law, n_full, n_quick) in null_laws().items():
+        n = n_quick if look == "quick" else n_full
         outcomes = list(law)
         probs = np.array([law[o] for o in outcomes])
         probs /= probs.sum()
