@@ -55,9 +55,10 @@ import gpu
 import reference
 from gpu.backend import backend_name, counting_transfers, to_device, to_host
 from gpu.verification import decide
-from lab.bench import CODE_PROMPTS
+from lab.bench import CODE_PROMPTS, held_out_code_prompts
 from lab.bundled import bundled_pair_available, load_bundled_pair
 from lab.figures.style import colour_for, save
+from lab.gpu_bench import launch_model, launch_rows
 from lab.machine import describe_machine, use_blas_threads
 from lab.standins import random_pair
 from reference.sampling import GREEDY, SamplingParams
@@ -458,6 +459,34 @@ for name, run in runs.items():
 # Nor can a graph span a host sync: the round's one transfer is where any graph ends. How
 # much capturing the capturable pieces saves is pending a device run.
 #
+# **Launches, counted without a device.** For a model this small, a GPU step is priced by
+# its kernel launches (each costs microseconds, whatever its work), not by its FLOPs. The twin
+# counts them on any machine: inside `gpu.backend.counting_launches()` its array module is a
+# stand-in (`gpu/standin.py`) that computes with NumPy and counts every device operation,
+# and every implicit conversion to a host value (a hidden sync). Two held-out prompts, 32
+# tokens each, greedy, batch 1; then what those counts would give if launches were all a GPU
+# step cost, at 5 to 15 µs each — a model, not a measurement (docs/gpu.md):
+
+# %%
+launches = launch_rows(held_out_code_prompts(2), ks=[5], max_new_tokens=32)
+print(f"{'loop':5s} {'launches/token':>15s} {'launches/round':>15s}   model: tokens/s at 15..5 µs")
+for name, row in launches.items():
+    per_token, per_round = row["launches"] / row["tokens"], row["launches"] / row["rounds"]
+    slow, fast = launch_model(per_token)
+    print(f"{name:5s} {per_token:15.0f} {per_round:15.0f}   {slow:6.0f} .. {fast:6.0f}")
+ratio = launches["ar"]["launches"] / launches["ar"]["tokens"] / (
+    launches["k=5"]["launches"] / launches["k=5"]["tokens"])
+print(f"under the model, speculative / autoregressive = {ratio:.2f}x whatever a launch costs")
+assert all(row["hidden_syncs"] == 0 for row in launches.values()), (
+    f"the twin should make no implicit host conversion: {launches}")
+assert launches["ar"]["rounds"] == launches["ar"]["tokens"], "one autoregressive step per token"
+
+# %% [markdown]
+# The speculative loop makes fewer launches per token than the autoregressive one, but not
+# as many times fewer as the tokens a round emits: a round pays for k draft steps as well as
+# one target pass, and the pass makes about as many launches as one autoregressive step.
+# Fewer launches per step (fused kernels) and per round are what would move this ratio.
+#
 # **What the device run records.** `scripts/gpu_check.sh` runs on a machine with an NVIDIA
 # GPU: the device-only tests (`pytest -m gpu`: the fused GELU against the plain function),
 # the twin's tests, the oracle grading the twin, and the bench `python -m lab.gpu_bench`:
@@ -517,11 +546,12 @@ if RESULTS.is_file():
 else:
     print("GPU figures: PENDING. No device run is recorded in this repository yet")
     print(f"({RESULTS.relative_to(ROOT)} does not exist). They come from")
-    print("    bash scripts/gpu_check.sh                       # on a machine with an NVIDIA GPU,")
-    print("                                                    # then keep $OUT/gpu_bench.json")
+    print("    bash scripts/gpu_check.sh preflight tests       # on a machine with an NVIDIA GPU:")
+    print("    bash scripts/gpu_check.sh bench                 # each part fits one device call;")
+    print("    bash scripts/gpu_check.sh oracle                # keep $OUT/gpu_bench.json")
     print("    python -m lab.gpu_bench --out docs/gpu-results  # the bench alone")
-    print("Pending until then: tokens/s of the twin, batch scaling, kernel launches per token,")
-    print("what one host sync costs, CUDA graph capture, the twin vs transformers on the GPU.")
+    print("Pending until then: tokens/s of the twin, batch scaling, what a launch and a host sync")
+    print("cost there, CUDA graph capture, the twin vs transformers on the GPU.")
 
 # %% [markdown]
 # **What to remember**

@@ -1,19 +1,22 @@
-"""A pytest plug-in for the device script only: the oracle's sampled checks at a fraction of
-their sample sizes, so that grading the twin fits one device command.
+"""A pytest plug-in: the oracle's sampled checks at a fraction of their sample sizes, so that
+grading the twin fits one device command (the device script, x 0.1) and CI's 12 minutes
+(`make test` grades the twin at x 0.5 after the reference's full-size oracle).
 
     PYTHONPATH=.:scripts pytest -p specdec_oracle_scale --oracle-scale 0.25 -m distribution ...
 
 Why a plug-in: on a GPU the oracle's cost is the twin's kernel launches, about 39 million at
 full size, which at 5-15 us each would take most of a 15-minute device loan. Nothing else
-loads this file: the CI oracle (`make oracle`, `make oracle-gpu`) runs at full size.
+loads this file: `make oracle` and `make oracle-gpu` run at full size.
 
 What scaling keeps and what it costs. Every sampled check stays a valid test at any sample
 size -- chi-square cells are merged until each expects >= 20 counts, p-values are
 Holm-adjusted within each family at the same ALPHA -- so a correct twin fails no more often
 than at full size. What shrinks is power: a scaled run detects only larger departures from
 the target's law (the detectable effect grows like 1/sqrt(scale); at 0.25, twice the full
-run's). The device run checks that the twin on CuPy follows the law grossly; the full-power
-check of the same code paths is CI's NumPy-mode oracle.
+run's). The device run checks that the twin on CuPy follows the law grossly; `make test`
+grades the same code paths in NumPy mode at half size (every broken variant of the oracle's
+catalogue is caught at its own n, below the halved sizes), and `make oracle-gpu` alone at full
+size.
 
 The sizes live in the oracle's own modules (tests/distribution/); this plug-in rescales them
 after collection, before any test runs, and stops with a usage error if one of the names it
@@ -47,7 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=1.0,
         metavar="F",
         help="run the oracle's sampled checks at F (0 < F <= 1) of their sample sizes "
-        "(scripts/gpu_check.sh oracle; never used by CI)",
+        "(scripts/gpu_check.sh oracle; make test's grading of the twin)",
     )
     parser.getgroup("specdec").addoption(
         "--oracle-floor",
@@ -70,7 +73,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     scale, floor = scale_of(config), config.getoption("oracle_floor")
     return [
         f"oracle sample sizes x {scale:g}, at least {floor} "
-        "(scripts/specdec_oracle_scale.py; CI runs them x 1)"
+        "(scripts/specdec_oracle_scale.py; `make oracle` runs them x 1)"
     ]
 
 

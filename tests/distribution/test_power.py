@@ -23,7 +23,9 @@ def test_catalogue():
     assert len(VARIANTS) >= 10
     for variant in VARIANTS.values():
         assert variant.doc and variant.doc.strip(), f"{variant.name} needs a description"
-        assert variant.n < (VERIFY_SETUPS.get(variant.setup) or ALL_LOOP_SETUPS[variant.setup]).n
+        # caught on at most half its family's runs: `make test` grades the twin at half size
+        full = (VERIFY_SETUPS.get(variant.setup) or ALL_LOOP_SETUPS[variant.setup]).n
+        assert variant.n <= full // 2, (variant.name, variant.n, full)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
