@@ -22,7 +22,8 @@ $(VENV)/.stamp-oracle: pyproject.toml | $(PY)
 
 $(VENV)/.stamp-dev: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
-	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null
+	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true  # (some packages ship data
+	# files that are not valid Python, which pip's own compiling skips silently too)
 	touch $@ $(VENV)/.stamp-run $(VENV)/.stamp-oracle
 
 demo: $(VENV)/.stamp-run
