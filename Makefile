@@ -8,9 +8,9 @@ PY     := $(VENV)/bin/python
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# Re-install only when pyproject.toml changes. pip byte-compiles every installed file one at a
-# time (torch alone has thousands: 44 of a fresh install's 104 s here); --no-compile, then
-# compileall on every core, does the same work in 31 s.
+# Re-install only when pyproject.toml changes. --no-compile: pip byte-compiles every installed
+# file one at a time (torch alone has thousands: 44 of a fresh install's 104 s here), most of
+# which nothing imports; Python compiles what it imports, on first use (no slower suite here).
 $(VENV)/.stamp-run: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --no-compile -e .
 	touch $@
@@ -22,8 +22,6 @@ $(VENV)/.stamp-oracle: pyproject.toml | $(PY)
 
 $(VENV)/.stamp-dev: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
-	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true  # (some packages ship data
-	# files that are not valid Python, which pip's own compiling skips silently too)
 	touch $@ $(VENV)/.stamp-run $(VENV)/.stamp-oracle
 
 demo: $(VENV)/.stamp-run
