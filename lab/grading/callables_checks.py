@@ -38,7 +38,7 @@ from functools import cache
 import numpy as np
 
 from lab.grading.core import Check, Family, Outcome, Runs
-from lab.grading.laws import ModelRows, compare, draft_length, marginal
+from lab.grading.laws import ModelRows, compare, draft_length
 from lab.grading.loop_checks import (
     QUICK_LOOK,
     SAMPLED,
@@ -46,6 +46,8 @@ from lab.grading.loop_checks import (
     V,
     case_laws,
     first_difference,
+    first_token_is_off,
+    impossible_run_hint,
     tiny_pair,
 )
 from lab.grading.submission import Submission, SubmissionCrash, call_safely, show_inputs
@@ -327,26 +329,15 @@ def sampled_checks(case: LoopCase, policy: str, runs: Runs) -> list[Check]:
 
 
 def tokens_hint(case: LoopCase, counts: Counter, cmp, laws: dict) -> str:
-    for seq in cmp.impossible:
-        if case.eos_id is not None and case.eos_id in seq[:-1]:
-            return f"tokens come after EOS ({case.eos_id}): cut a round's tokens after EOS, stop"
-        if len(seq) > case.max_new_tokens:
-            return "more than max_new_tokens tokens: cut the last round at the limit"
-        if len(seq) < case.max_new_tokens and seq[-1:] != (case.eos_id,):
-            return "a run stopped early, before max_new_tokens and without EOS"
-        p_rows = laws["p_rows"]
-        for i, t in enumerate(seq):
-            if p_rows(case.prompt + seq[:i])[t] == 0:
-                return (
-                    f"token {t} at position {i + 1} has probability 0 under the target's row "
-                    f"there: a draft was emitted without being judged by the target's row "
-                    f"before it, or the token after a rejection was drawn from a row with mass "
-                    f"where p = 0 (the residual is max(0, p - q), normalised)"
-                )
-    first = Counter()
-    for (tokens, _, _), c in counts.items():
-        first[tokens[0]] += c
-    if compare(first, marginal(laws["tokens"], lambda seq: seq[0])).p_value < 1e-6:
+    zero_mass = (
+        "under the target's row there: a draft was emitted without being judged by the "
+        "target's row before it, or the token after a rejection was drawn from a row with mass "
+        "where p = 0 (the residual is max(0, p - q), normalised)"
+    )
+    impossible = impossible_run_hint(case, cmp, laws, zero_mass)
+    if impossible:
+        return impossible
+    if first_token_is_off(counts, laws):
         return (
             "already the first token's law is off: accept draft i with min(1, p_i(x) / q_i(x)), "
             "where q_i is the row it was drawn from (draft_next's) and p_i = target_next(context "

@@ -307,31 +307,44 @@ def sampled_checks(case: LoopCase, policy: str) -> list[Check]:
     ]
 
 
+def impossible_run_hint(case: LoopCase, cmp, laws: dict, zero_mass: str) -> str:
+    """A hint read from a generated sequence the target's law cannot produce ('' when there is
+    none): tokens after EOS, too many tokens, a run stopped early, or a token the target gives
+    probability 0 there (`zero_mass` says what that points to)."""
+    for seq in cmp.impossible:
+        if case.eos_id is not None and case.eos_id in seq[:-1]:
+            return f"tokens come after EOS ({case.eos_id}): cut a round's tokens after EOS"
+        if len(seq) > case.max_new_tokens:
+            return "more than max_new_tokens tokens: cut the last round at the limit"
+        if len(seq) < case.max_new_tokens and seq[-1:] != (case.eos_id,):
+            return "a run stopped early, before max_new_tokens and without EOS"
+        for i, t in enumerate(seq):
+            if laws["p_rows"](case.prompt + seq[:i])[t] == 0:
+                return f"token {t} at position {i + 1} has probability 0 {zero_mass}"
+    return ""
+
+
+def first_token_is_off(counts: Counter, laws: dict) -> bool:
+    """Is the law of the first generated token off? (counts: Counter{(tokens, ...): runs})"""
+    first = Counter()
+    for outcome, c in counts.items():
+        first[outcome[0][0]] += c
+    # a cache or position mistake leaves the first token's law exact (its p-value is
+    # uniform): below 1e-3 it names the wrong mistake once in a thousand
+    return compare(first, marginal(laws["tokens"], lambda seq: seq[0])).p_value < 1e-3
+
+
 def loop_hint(law_name: str, case: LoopCase, counts: Counter, cmp, laws: dict, policy: str) -> str:
     """A hint from the pattern of a failed loop law."""
     if law_name == "tokens":
-        for seq in cmp.impossible:
-            if case.eos_id is not None and case.eos_id in seq[:-1]:
-                return f"tokens come after EOS ({case.eos_id}): cut a round's tokens after EOS"
-            if len(seq) > case.max_new_tokens:
-                return "more than max_new_tokens tokens: cut the last round at the limit"
-            if len(seq) < case.max_new_tokens and seq[-1:] != (case.eos_id,):
-                return "a run stopped early, before max_new_tokens and without EOS"
-            p_rows = laws["p_rows"]
-            for i, t in enumerate(seq):
-                if p_rows(case.prompt + seq[:i])[t] == 0:
-                    return (
-                        f"token {t} at position {i + 1} has probability 0 under the target's "
-                        f"sampling transform (top-k {case.top_k}): apply temperature and "
-                        f"top-k to the target's rows too, not only to the draft's"
-                    )
-        first = Counter()
-        for (tokens, _), c in counts.items():
-            first[tokens[0]] += c
-        first_law = marginal(laws["tokens"], lambda seq: seq[0])
-        # a cache or position mistake leaves the first token's law exact (its p-value is
-        # uniform): below 1e-3 it names the wrong mistake once in a thousand
-        if compare(first, first_law).p_value < 1e-3:
+        zero_mass = (
+            f"under the target's sampling transform (top-k {case.top_k}): apply temperature and "
+            f"top-k to the target's rows too, not only to the draft's"
+        )
+        impossible = impossible_run_hint(case, cmp, laws, zero_mass)
+        if impossible:
+            return impossible
+        if first_token_is_off(counts, laws):
             return (
                 "already the first token's law is off: check that p and q are computed with the "
                 "same temperature / top-k, and that q is the law the drafts were drawn from"
