@@ -1,9 +1,10 @@
 """The twin's baseline: one target step per token, the token sampled on the device.
 
 What differs from reference/autoregressive.py, and why: the processed distribution and the
-draw stay on the device (one uniform from the numpy Generator per token, copied over); the
-token itself must come back every step, since the host decides on EOS and feeds it to the
-next call: one device -> host transfer per generated token, the floor speculative decoding
+draw stay on the device (one uniform from the numpy Generator per token, passed to the
+kernel as an argument: gpu/fused.py `pick` draws and flags non-finite logits in one launch);
+the token itself must come back every step, since the host decides on EOS and feeds it to
+the next call: one device -> host transfer per generated token, the floor speculative decoding
 divides by the tokens per round.
 """
 
@@ -11,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.backend import to_device, to_host, xp
+from gpu.backend import to_host, xp
+from gpu.fused import pick
 from gpu.model import GPT, as_twin_model
-from gpu.sampling import inverse_cdf, probabilities
 from reference.autoregressive import check_generate_inputs
 from reference.sampling import SamplingParams
 
@@ -38,20 +39,20 @@ def generate(
     clock.restart()
 
     cache = model.new_cache()
-    logits = model.forward_unchecked(prompt, cache)[-1]
+    logits = model.forward_unchecked(prompt, cache)[-1:]  # [1, V]
     cache.commit(len(prompt))
     clock.mark("prefill")
     out: list[int] = []
     while True:
-        token = inverse_cdf(probabilities(logits, sampling), rng.random())  # on the device
-        finite = xp.all(xp.isfinite(logits)).astype(np.int64)
-        token_id, ok = (int(x) for x in to_host(xp.stack([token.astype(np.int64), finite])))
+        picked = xp.empty(2, dtype=np.int64)  # (token, 1 if the logits are finite): one launch
+        pick(logits, sampling, rng.random(), tokens=picked[:1], finite=picked[1:])
+        token_id, ok = (int(x) for x in to_host(picked))
         if not ok:
             raise ValueError("logits contains NaN or inf; it must be finite (a broken model?)")
         out.append(token_id)
         clock.mark("sample")
         if token_id == eos_id or len(out) == max_new_tokens:
             return out
-        logits = model.forward_unchecked(to_device(token.reshape(1)), cache)[-1]
+        logits = model.forward_unchecked(picked[:1], cache)  # the token, still on the device
         cache.commit(1)
         clock.mark("target")

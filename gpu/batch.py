@@ -4,29 +4,48 @@ What differs from reference/batch.py, and why:
 * The slots, the padded [B, T] inputs, the masks and every row's p and q live on the device;
   the per-row pointers (length[B], pending[B]) stay on the host, as in the single-sequence
   twin: the host learns each row's accepted count from the round's transfer anyway.
+* Drafting aside, a round's device operations do not grow with B: every row's drafts come
+  as one padded `DraftBatch` (tokens [B, K], q [B, K, V]), the verification pass scatters
+  them after the rows' catch-up tokens, the p rows of every row are gathered and processed
+  in one call, and `decide_rows` settles every row at once. Cache writes are one scatter
+  per layer for all rows (`BatchKVCache.write`).
+* Drafting (gpu/batch_drafting.py decides how, once per run):
+  - every row's drafter the twin's ModelDrafter of one draft model, and at least
+    BATCHED_FROM_ROWS (2) rows: ONE draft pass per step for all rows (`BatchModelDrafter`,
+    the rows' draft caches side by side in one BatchKVCache);
+  - any other mix (lookup, hybrid, early exit, heads, plug-ins, several draft models,
+    min_confidence), or a batch of one row: row by row, each row's own drafter
+    (`RowDrafting`). The proposals made on the host (lookup, plug-ins) are packed and
+    copied over together, one copy for their tokens and one for their q rows, not one per
+    row.
 * ONE device -> host transfer per batched round, not one per sequence: every row's
   (accepted n, token, drafts padded to the longest, p and q rows finite) is packed into one
-  int64 array [B, 3 + k]. A row that has finished rides along with n_new = 0 and sends nothing.
-* Each row's `decide` (gpu/verification.py) runs on the device with its k_b + 1 uniforms,
-  drawn from the numpy Generator in the reference's order: every row's drafts (b = 0..B-1),
-  then every row's verification. Greedy batches equal the reference's token for token.
+  int64 array [B, 3 + K]. A row that has finished rides along with n_new = 0 and sends nothing.
+* The uniforms are drawn from the numpy Generator in the reference's order: every row's
+  drafts (b = 0..B-1, k_b each), then every row's verification (k_b + 1 each); each phase's
+  are copied over at once (row by row when each row's own drafter draws its own). Greedy
+  batches equal the reference's token for token.
 * The pass is the model's one forward (`GPT.residual_at`) with the reference's
-  `batch_placement`, whose mask the twin model copies over once per pass; cache writes go
-  row by row (B small copies per layer; a scatter kernel would make it one, not done here).
+  `batch_placement`; up to 16 positions in all, its blocks run the model's fused kernels,
+  the attention kernel reading each row's (start, n_new), copied over once per pass
+  (`BatchKVCache.rows_on_device`); longer passes copy the placement's mask over once.
 The bookkeeping (prefill, stop rules, statistics), the input checks and the result types are
 the reference's.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
+
 import numpy as np
 
 from gpu.backend import to_device, to_host, xp
 from gpu.drafters import as_twin_drafter
 from gpu.model import GPT, as_twin_model
-from gpu.sampling import probabilities
-from gpu.speculative import check_rows_finite, device_draft
-from gpu.verification import decide
+from gpu.sampling import inverse_cdf, probabilities
+from gpu.speculative import check_rows_finite, checked_draft
+from gpu.verification import residual_distribution
 from reference import batch as reference_batch
 from reference.batch import (
     batch_placement,
@@ -36,21 +55,18 @@ from reference.batch import (
     run_batch_rounds,
 )
 from reference.drafters import Draft, Drafter
-from reference.kv_cache import catch_up_tokens
 from reference.sampling import SamplingParams
-from reference.speculative import (
-    CacheSpan,
-    Round,
-    SpeculativeResult,
-    cache_span_start,
-)
+from reference.speculative import CacheSpan, Round, SpeculativeResult
 from reference.verification import Verification
 
 __all__ = [
     "BatchKVCache",
+    "DraftBatch",
+    "RowDrafting",
     "batched_forward",
     "batched_round",
     "batched_verification_pass",
+    "decide_rows",
     "new_batch_cache",
     "speculative_generate_batch",
 ]
@@ -74,13 +90,43 @@ class BatchKVCache(reference_batch.BatchKVCache):
         shape = (batch_size, n_layer, n_head, capacity, head_size)
         self.k = xp.zeros(shape, dtype=dtype)
         self.v = xp.zeros(shape, dtype=dtype)
+        self._scatter: tuple[bytes, object] | None = None  # the last pass's slots and index
+        self._rows: tuple[bytes, object] | None = None  # ... and its rows' pointers
 
     def write(self, layer: int, start, n_new, k, v) -> None:
-        # start [B], n_new [B] on the host; k/v [B, nh, T, hs] on the device
-        for b, (s, n) in enumerate(zip(start.tolist(), n_new.tolist(), strict=True)):
-            if n:
-                self.k[b, layer, :, s : s + n] = k[b, :, :n]
-                self.v[b, layer, :, s : s + n] = v[b, :, :n]
+        # start [B], n_new [B] on the host; k/v [B, nh, T, hs] on the device: every row's
+        # real positions in ONE scatter per array, whatever B is (padding goes nowhere)
+        index = self.scatter_index(start, n_new)
+        if index is None:
+            return
+        row, slot, column = index[0], index[1], index[2]  # [n] each: views of one copy
+        self.k[row, layer, :, slot] = k[row, :, column]
+        self.v[row, layer, :, slot] = v[row, :, column]
+
+    def rows_on_device(self, start: np.ndarray, n_new: np.ndarray):
+        # -> [2, B] int64 on the device: (start, n_new) of every row, what the fused attention
+        # kernel reads (gpu/fused.py); copied over once per pass, like the scatter's index
+        key = start.tobytes() + n_new.tobytes()
+        if self._rows is None or self._rows[0] != key:
+            self._rows = (key, to_device(np.stack([start, n_new]).astype(np.int64)))
+        return self._rows[1]
+
+    def scatter_index(self, start: np.ndarray, n_new: np.ndarray):
+        # -> [3, n] on the device, (row b, slot start[b] + i, column i) for every real
+        # position i < n_new[b], or None when no row writes. Every layer of a pass writes the
+        # same slots, so the index is built and copied over once per pass, not once per layer.
+        key = start.tobytes() + n_new.tobytes()
+        if self._scatter is None or self._scatter[0] != key:
+            row, column = ragged_positions(n_new)
+            index = np.stack([row, start[row] + column, column]) if len(row) else None
+            self._scatter = (key, None if index is None else to_device(index))
+        return self._scatter[1]
+
+
+def ragged_positions(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # n [B] counts -> (row [N], column [N]), N = sum(n): (b, i) for every i < n[b], in order
+    row = np.repeat(np.arange(len(n)), n)
+    return row, np.arange(len(row)) - np.repeat(np.cumsum(n) - n, n)
 
 
 def new_batch_cache(model: GPT, batch_size: int, capacity: int | None = None) -> BatchKVCache:
@@ -125,32 +171,163 @@ def batched_forward(model: GPT, tokens, n_new, cache: BatchKVCache):
     return batched_forward_unchecked(model, to_device(tokens), n_new, cache)
 
 
-def batched_verification_pass(target: GPT, cache: BatchKVCache, contexts, drafts, sampling):
-    # -> (p[b] [k_b + 1, V] on the device or None, catch-up tokens fed per row, h [B, T, C])
+# ------------------------------------------------------------------------------ the drafts
+
+
+@dataclass(frozen=True)
+class DraftBatch:
+    """Every row's proposal of one round, right-padded to the longest (K = max k_b).
+
+    Padding is finite and in range (token ids, q rows of zeros or of a padding distribution),
+    never read as a draft: `decide_rows` stops each row at its own k_b."""
+
+    tokens: object  # [B, K] int64 on the device: row b's drafts in [:k[b]]
+    q: object  # [B, K, V] float32 on the device: row b's q rows in [:k[b]]
+    k: np.ndarray  # [B] int64 on the host: drafts per row (0 for a finished row)
+    live: np.ndarray  # [B] bool on the host: False for a finished row (no draft, no verify)
+
+
+def pack_drafts(drafts: list[Draft | None], there: list[bool], n_vocab: int) -> DraftBatch:
+    # drafts[b] (None: a finished row), there[b]: True if it is on the device -> DraftBatch.
+    # The host proposals go over in one copy for their tokens and one for their q rows; a
+    # device proposal is written in place (two device copies, row by row: the per-row path).
     B = len(drafts)
-    rows, n_catch_up = [], []
-    for b, draft in enumerate(drafts):
-        if draft is None:
-            rows.append(None)
-            n_catch_up.append(0)
-            continue
-        new = to_device(catch_up_tokens(cache.row(b), contexts[b]), dtype=np.int64)
-        rows.append(xp.concatenate([new, draft.tokens]))
-        n_catch_up.append(int(new.shape[0]))
-    n_new = np.array([0 if r is None else int(r.shape[0]) for r in rows], dtype=np.int64)
-    tokens = xp.zeros((B, int(n_new.max(initial=0))), dtype=np.int64)
-    for b, r in enumerate(rows):
-        if r is not None:
-            tokens[b, : n_new[b]] = r
-    logits, h = batched_pass(target, tokens, n_new, cache)
-    p = []
-    for b, draft in enumerate(drafts):
-        if draft is None:
-            p.append(None)
-            continue
-        k_b, n_b = int(draft.tokens.shape[0]), int(n_new[b])
-        p.append(probabilities(logits[b, n_b - (k_b + 1) : n_b], sampling))
-    return p, n_catch_up, h
+    live = np.array([d is not None for d in drafts], dtype=bool)
+    k = np.array([0 if d is None else len(d.tokens) for d in drafts], dtype=np.int64)
+    K = int(k.max(initial=0))
+    host_rows = [b for b in range(B) if live[b] and not there[b] and k[b]]
+    tokens = np.zeros((B, K), dtype=np.int64)
+    q = np.zeros((B, K, n_vocab), dtype=np.float32)
+    for b in host_rows:
+        tokens[b, : k[b]], q[b, : k[b]] = drafts[b].tokens, drafts[b].q
+    make = to_device if host_rows else (lambda a: xp.zeros(a.shape, dtype=a.dtype))
+    tokens, q = make(tokens), make(q)  # the round's host proposals: one copy each
+    for b in range(B):
+        if live[b] and there[b] and k[b]:
+            tokens[b, : k[b]], q[b, : k[b]] = drafts[b].tokens, drafts[b].q
+    return DraftBatch(tokens, q, k, live)
+
+
+class RowDrafting:
+    """Each row's own drafter, row after row: any mix of drafters. A proposal made on the
+    device stays there; the host proposals of a round (lookup, plug-ins) are checked on the
+    host and copied over together (`pack_drafts`)."""
+
+    def __init__(self, drafters: list[Drafter]) -> None:
+        self.drafters = drafters
+
+    def prefill(self, prompts: list[np.ndarray], h, n_new: np.ndarray) -> None:
+        # h [B, T, C]: the target's prefill pass; row n_new[b] - 1 scored prompt b's last token
+        for b, (drafter, prompt) in enumerate(zip(self.drafters, prompts, strict=True)):
+            drafter.reset()
+            if n_new[b]:
+                drafter.observe(h[b, n_new[b] - 1])
+            drafter.prefill(prompt[:-1])
+
+    def pointers(self) -> list[tuple[int, int] | None]:
+        # (committed, end) of each row's draft cache; None for a drafter without one
+        return [None if d.cache is None else (d.cache.length, d.cache.end) for d in self.drafters]
+
+    def propose(self, contexts, k_rounds, sampling, rng, n_vocab: int) -> DraftBatch:
+        drafts: list[Draft | None] = []
+        there: list[bool] = []
+        for drafter, context, k in zip(self.drafters, contexts, k_rounds, strict=True):
+            if k is None:  # a finished row drafts nothing
+                drafts.append(None)
+                there.append(False)
+                continue
+            draft, on_device = checked_draft(
+                drafter, drafter.propose(context, k, sampling, rng), k, n_vocab
+            )
+            drafts.append(draft)
+            there.append(on_device)
+        return pack_drafts(drafts, there, n_vocab)
+
+    def settle(self, accepted: list[int | None], h, last: np.ndarray) -> None:
+        # every drafter keeps its accepted prefix and sees the target's row that scored its
+        # sequence's last kept token (a device row: extra heads draft from it on the device)
+        for b, drafter in enumerate(self.drafters):
+            if accepted[b] is not None:
+                drafter.commit(accepted[b])
+                drafter.rollback()
+                drafter.observe(h[b, last[b]])
+
+
+# ------------------------------------------------------------------------------ one round
+
+
+def verification_rows(target: GPT, cache: BatchKVCache, contexts, drafts: DraftBatch, sampling):
+    # -> (p [B, K+1, V] on the device, catch-up tokens fed per row [B] (host), h [B, T, C]):
+    # ONE target pass over [catch-up tokens of b, drafts of b] for every live row; row b's
+    # last k_b + 1 real positions score its drafts and its bonus position: p[b, :k_b + 1]
+    B, K = drafts.tokens.shape
+    none = np.zeros(0, dtype=np.int64)
+    catch_up = [contexts[b][cache.length[b] :] if drafts.live[b] else none for b in range(B)]
+    n_catch_up = np.array([len(c) for c in catch_up], dtype=np.int64)
+    n_new = n_catch_up + drafts.k
+    tokens = np.zeros((B, int(n_new.max())), dtype=np.int64)
+    for b, c in enumerate(catch_up):
+        tokens[b, : len(c)] = c
+    tokens = to_device(tokens)  # the catch-up tokens of every row: one copy
+    # every row's drafts after its own catch-up: one gather, one scatter
+    row, column = ragged_positions(drafts.k)
+    if len(row):
+        at = to_device(np.stack([row, n_catch_up[row] + column, column]))
+        tokens[at[0], at[1]] = drafts.tokens[at[0], at[2]]
+    logits, h = batched_pass(target, tokens, n_new, cache)  # [B, T, V], [B, T, C]
+    # row b's scoring positions n_new[b] - (k_b + 1) + j, j <= k_b; padding reads a finite 0
+    j = np.arange(K + 1)[None, :]
+    scoring = (j <= drafts.k[:, None]) & drafts.live[:, None]  # [B, K + 1]
+    position = np.where(scoring, (n_new - drafts.k - 1)[:, None] + j, 0)
+    picked = logits[xp.arange(B)[:, None], to_device(position)]  # [B, K + 1, V]
+    picked = xp.where(to_device(scoring)[..., None], picked, 0)
+    return probabilities(picked, sampling), n_catch_up, h
+
+
+def batched_verification_pass(target: GPT, cache: BatchKVCache, contexts, drafts, sampling):
+    # drafts[b]: Draft on the device or None -> (p[b] [k_b + 1, V] on the device or None,
+    # catch-up tokens fed per row, h [B, T, C]): the reference's signature, on the device
+    batch = pack_drafts(drafts, [True] * len(drafts), target.n_vocab)
+    p, n_catch_up, h = verification_rows(target, cache, contexts, batch, sampling)
+    rows = [None if d is None else p[b, : int(batch.k[b]) + 1] for b, d in enumerate(drafts)]
+    return rows, n_catch_up.tolist(), h
+
+
+def decide_rows(p, q, tokens, u, k):
+    # p [B, K+1, V], q [B, K, V], tokens [B, K], u [B, K+1], k [B] drafts per row, all on the
+    # device -> int64 [B, 2] on the device: (accepted n, token) of every row at once.
+    # gpu/verification.py's `decide` on each row: positions past a row's own k_b are padding,
+    # a forced stop there as decide's stop at k; row b's last uniform is u[b, k_b].
+    B, K = tokens.shape
+    drafted = xp.arange(K)[None, :] < k[:, None]  # [B, K]
+    p_x = xp.take_along_axis(p[:, :K], tokens[..., None], axis=-1)[..., 0]  # p_i(x_i)
+    q_x = xp.take_along_axis(q, tokens[..., None], axis=-1)[..., 0]  # q_i(x_i); padding: 1
+    a = xp.minimum(1.0, p_x / xp.where(drafted, q_x, 1))
+    rejected = xp.concatenate([(u[:, :K] >= a) | ~drafted, xp.ones((B, 1), dtype=bool)], axis=1)
+    n = xp.argmax(rejected, axis=1)  # [B]: first rejection, or k_b
+    p_n = xp.take_along_axis(p, n[:, None, None], axis=1)[:, 0]  # [B, V]
+    q_ext = xp.concatenate([q, xp.zeros_like(p[:, :1])], axis=1)  # [B, K+1, V]
+    q_n = xp.take_along_axis(q_ext, n[:, None, None], axis=1)[:, 0]
+    q_n = xp.where((n < k)[:, None], q_n, 0)  # q_k = 0: the bonus row is p_k itself
+    u_last = xp.take_along_axis(u, k[:, None], axis=1)[:, 0]
+    token = inverse_cdf(residual_distribution(p_n, q_n), u_last)
+    return xp.stack([n, token], axis=1).astype(np.int64)
+
+
+def settle_rows(p, drafts: DraftBatch, rng: np.random.Generator) -> np.ndarray:
+    # -> [B, 3 + K] int64 on the host, row b: (accepted n, token, p and q rows finite,
+    # drafts...): every row decided on the device, brought back in the round's ONE transfer.
+    # Row b's k_b + 1 uniforms are drawn in row order (the reference's), copied over at once.
+    B, K = drafts.tokens.shape
+    u = np.zeros((B, K + 1))
+    for b in np.flatnonzero(drafts.live):
+        u[b, : drafts.k[b] + 1] = rng.random(drafts.k[b] + 1)
+    decided = decide_rows(p, drafts.q, drafts.tokens, to_device(u), to_device(drafts.k))
+    # one flag for p and q: a broken model's NaN would otherwise pass for an accept (the
+    # padding is finite, so it flags real rows only)
+    finite = xp.all(xp.isfinite(p), axis=(1, 2)) & xp.all(xp.isfinite(drafts.q), axis=(1, 2))
+    packed = xp.concatenate([decided, finite[:, None].astype(np.int64), drafts.tokens], axis=1)
+    return to_host(packed)
 
 
 def batched_round(
@@ -162,74 +339,58 @@ def batched_round(
     sampling: SamplingParams,
     rng: np.random.Generator,
 ) -> list[Round | None]:
-    # the reference's batched round; its verifications come back in ONE transfer
+    # the reference's batched round, each row drafting with its own drafter; its
+    # verifications come back in ONE transfer
+    return drafted_round(
+        RowDrafting(drafters), target, cache, drafters, contexts, k_rounds, sampling, rng
+    )
+
+
+def drafted_round(
+    drafting, target, cache, drafters, contexts, k_rounds, sampling, rng
+) -> list[Round | None]:
+    # `batched_round` with who drafts for the rows given: gpu/batch_drafting.py's choice for
+    # a run (one BatchModelDrafter, or each row's own drafter: RowDrafting)
     B = len(drafters)
-    draft_caches = [d.cache for d in drafters]
-    t_before = cache.length.copy()
-    d_before = [cache_span_start(c)[0] for c in draft_caches]
+    t_before, d_before = cache.length.copy(), drafting.pointers()
 
-    drafts: list[Draft | None] = [None] * B
-    for b in range(B):  # 1. draft, sequence by sequence
-        if k_rounds[b] is not None:
-            drafts[b] = device_draft(
-                drafters[b], contexts[b], k_rounds[b], sampling, rng, target.n_vocab
-            )
-    p, n_catch_up, h = batched_verification_pass(target, cache, contexts, drafts, sampling)
-    t_written = cache.end
-    d_written = [cache_span_start(c)[1] for c in draft_caches]
-
-    width = 3 + max((int(d.tokens.shape[0]) for d in drafts if d is not None), default=0)
-    packed = xp.zeros((B, width), dtype=np.int64)  # row b: n, token, finite, drafts...
-    for b in range(B):  # 3. verify on the device, sequence by sequence
-        if drafts[b] is None:
-            continue
-        k_b = int(drafts[b].tokens.shape[0])
-        u = to_device(rng.random(k_b + 1))
-        packed[b, :2] = decide(p[b], drafts[b].q, drafts[b].tokens, u)
-        finite = xp.all(xp.isfinite(p[b])) & xp.all(xp.isfinite(drafts[b].q))  # p and q
-        packed[b, 2] = finite.astype(np.int64)
-        packed[b, 3 : 3 + k_b] = drafts[b].tokens
-    outcome = to_host(packed)  # the round's one transfer
+    drafts = drafting.propose(contexts, k_rounds, sampling, rng, target.n_vocab)  # 1. draft
+    p, n_catch_up, h = verification_rows(target, cache, contexts, drafts, sampling)  # 2.
+    t_written, d_written = cache.end, drafting.pointers()
+    outcome = settle_rows(p, drafts, rng)  # 3. verify every row; the round's one transfer
 
     verifications: list[Verification | None] = [None] * B
-    keep = np.zeros(B, dtype=np.int64)
-    for b in range(B):
-        if drafts[b] is not None:
-            check_rows_finite(bool(outcome[b, 2]))
-            verifications[b] = Verification(int(outcome[b, 0]), int(outcome[b, 1]))
-            keep[b] = n_catch_up[b] + verifications[b].accepted
+    for b in np.flatnonzero(drafts.live):
+        check_rows_finite(bool(outcome[b, 2]))
+        verifications[b] = Verification(int(outcome[b, 0]), int(outcome[b, 1]))
+    accepted = [None if v is None else v.accepted for v in verifications]
+    keep = n_catch_up + np.array([a or 0 for a in accepted], dtype=np.int64)
     cache.commit(keep)  # 4. per-row commit, then every row's rollback
     cache.rollback()
+    drafting.settle(accepted, h, keep - 1)  # keep - 1: the row of the last kept token
+    d_after = drafting.pointers()
     rounds: list[Round | None] = [None] * B
-    for b in range(B):
-        if drafts[b] is None:
-            continue
-        drafters[b].commit(verifications[b].accepted)
-        drafters[b].rollback()
-        last = n_catch_up[b] + verifications[b].accepted - 1  # row of the last kept token
-        drafters[b].observe(h[b, last])  # a device row: extra heads draft from it on the device
-        k_b, dc = int(drafts[b].tokens.shape[0]), draft_caches[b]
+    for b in np.flatnonzero(drafts.live):
+        k_b, dc = int(drafts.k[b]), d_before[b]
         rounds[b] = Round(
-            draft=Draft(outcome[b, 3 : 3 + k_b].copy(), drafts[b].q),
-            p=p[b],
+            draft=Draft(outcome[b, 3 : 3 + k_b].copy(), drafts.q[b, :k_b]),
+            p=p[b, : k_b + 1],
             verification=verifications[b],
-            n_catch_up=n_catch_up[b],
+            n_catch_up=int(n_catch_up[b]),
             target_cache=CacheSpan(int(t_before[b]), int(t_written[b]), int(cache.length[b])),
-            draft_cache=CacheSpan(d_before[b], d_written[b], dc.length) if dc else None,
+            draft_cache=CacheSpan(dc[0], d_written[b][1], d_after[b][0]) if dc else None,
         )
     return rounds
 
 
-def batched_prefill(target: GPT, cache: BatchKVCache, drafters, prompts) -> None:
-    # the reference's batched prefill: one ragged pass over every prompt but its last token
+def batched_prefill(target: GPT, cache: BatchKVCache, drafters, prompts, drafting=None) -> None:
+    # the reference's batched prefill: one ragged pass over every prompt but its last token;
+    # then the drafters' own (`drafting`, as in `batched_round`)
+    drafting = RowDrafting(drafters) if drafting is None else drafting
     tokens, n_new = pad_right([prompt[:-1] for prompt in prompts])
     h = batched_pass(target, to_device(tokens), n_new, cache)[1]
     cache.commit(n_new)
-    for b, (drafter, prompt) in enumerate(zip(drafters, prompts, strict=True)):
-        drafter.reset()
-        if n_new[b]:
-            drafter.observe(h[b, n_new[b] - 1])  # the row that scored the prompt's last token
-        drafter.prefill(prompt[:-1])
+    drafting.prefill(prompts, h, n_new)
 
 
 def speculative_generate_batch(
@@ -244,14 +405,18 @@ def speculative_generate_batch(
     eos_id: int | None = None,
 ) -> list[SpeculativeResult]:
     """The reference's `speculative_generate_batch` on the device: one target pass and one
-    device -> host transfer per round for the whole batch. Reference models and drafters
+    device -> host transfer per round for the whole batch, and one draft pass per drafting
+    step when every row drafts with the same draft model. Reference models and drafters
     are accepted (copied to the device once and remembered)."""
+    from gpu.batch_drafting import batch_drafting  # it builds on this module's cache and pass
+
     target = as_twin_model(target)
     if not isinstance(drafters, (str, bytes)) and hasattr(drafters, "__len__"):
         drafters = [as_twin_drafter(d) for d in drafters]
     prompts, k, max_new_tokens, eos_id = check_batch_inputs(
         target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id
     )
+    drafting = batch_drafting(drafters)  # after the checks: it builds a cache
     return run_batch_rounds(
         target,
         drafters,
@@ -262,6 +427,6 @@ def speculative_generate_batch(
         sampling,
         eos_id,
         new_cache=new_batch_cache,
-        prefill=batched_prefill,
-        round_fn=batched_round,
+        prefill=partial(batched_prefill, drafting=drafting),
+        round_fn=partial(drafted_round, drafting),
     )

@@ -4,8 +4,9 @@ What differs from reference/drafters.py, and why: in the reference each drafted 
 Python int, sampled on the host and fed back as the next input. Here it stays a device
 scalar: the k uniforms are drawn from the numpy Generator in one call and copied over, each
 token is `inverse_cdf(q_i, u_i)` on the device and goes straight into the next forward call,
-and the proposal comes back as device arrays (tokens [k], q [k, V]). The host only moves
-the cache pointers, which it knows without looking (it fed them). Stopping a round early
+and the proposal comes back as device arrays (tokens [k], q [k, V]), each q row and its
+token written in place by one fused launch (gpu/fused.py `pick`). The host only moves the
+cache pointers, which it knows without looking (it fed them). Stopping a round early
 (`min_confidence`) needs the draft's confidence on the host, so it costs one transfer per
 drafted token: the twin keeps the option for parity, and the bench does not use it on a GPU.
 The protocol (`Drafter`, `Draft`) and the cache discipline are the reference's.
@@ -20,8 +21,8 @@ import weakref
 import numpy as np
 
 from gpu.backend import memory_kind, to_device, to_host, xp
+from gpu.fused import pick
 from gpu.model import GPT, as_twin_model
-from gpu.sampling import inverse_cdf, probabilities
 from reference import drafters as reference_drafters
 from reference.checks import as_token_array, check_generator, check_positive_int
 from reference.drafters import Draft, Drafter
@@ -57,16 +58,20 @@ class ModelDrafter(reference_drafters.ModelDrafter):
         new = catch_up_tokens(self.cache, context)
         logits = self.step(new)  # [V]: q_1(. | context)
         self._fed_context = len(new)
-        tokens, rows = [], []
+        q = xp.empty((k, self.n_vocab), dtype=np.float32)  # filled row by row
+        tokens = xp.empty(k, dtype=np.int64)
+        drafted = 0
         for i in range(k):
             if i > 0 and self.unsure(logits):
                 break  # a shorter round (one transfer per step to know it)
-            rows.append(probabilities(logits, sampling))
-            tokens.append(inverse_cdf(rows[-1], u[i]))  # x_i ~ q_i, a device scalar
+            # q_i and x_i ~ q_i written in place, one launch (gpu/fused.py `pick`)
+            pick(logits.reshape(1, -1), sampling, u[i : i + 1], probs=q[i : i + 1],
+                 tokens=tokens[i : i + 1])  # fmt: skip
+            drafted += 1
             if i < k - 1:
-                logits = self.step(tokens[-1].reshape(1))
+                logits = self.step(tokens[i : i + 1])
                 self._fed_drafts += 1
-        return Draft(xp.stack(tokens).astype(np.int64), xp.stack(rows))
+        return Draft(tokens[:drafted], q[:drafted])
 
     def step(self, tokens):
         # tokens [T] (host, or a device id) -> logits [V] on the device after the last one;

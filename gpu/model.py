@@ -7,13 +7,20 @@ What differs from reference/model.py, and why:
   sampling, runs on the device too). Token ids may come from the host or the device.
 * Every array function is `xp`'s (CuPy on a GPU, NumPy in CI): the reference calls NumPy
   directly, and NumPy functions cannot take device arrays.
-* GELU is one fused elementwise kernel on a GPU (`cupy.fuse`: one launch instead of ~8),
-  the plain function in NumPy mode; tests/twin checks that both agree.
-* The causal mask is built on the device from two `arange`s, so no host array crosses over;
-  a tree's or a batch's positions and mask (built on the host from the tree / the rows'
-  pointers) are copied over once per pass (`placed`).
+* A block of up to MAX_ROWS positions (every decode step, draft step and verification pass;
+  a small batch's) runs as fused kernels (gpu/fused.py, gpu/kernels.cu): LN + c_attn, the
+  K/V write + attention of every head, c_proj + residual, LN + c_fc + GELU, c_proj +
+  residual -- the reference's block in the order it is written, in 5 launches instead of
+  ~45 (a batch's attention keeps the reference's steps: its rows write at ragged slots).
+  The embedding is one launch, LN_f + the tied output layer another. Longer passes (a
+  prefill, a large batch) run the reference's block with `xp` (cuBLAS matmuls on a GPU):
+  there FLOPs, not launches, price a step. In NumPy mode both compute the same NumPy calls,
+  so the twin's numbers there are the unfused twin's, bit for bit.
+* The layer functions (GELU fused with `cupy.fuse`, a causal mask built on the device) are in
+  gpu/layers.py; a tree's or a batch's positions and mask (built on the host from the tree /
+  the rows' pointers) are copied over once per pass (`placed`).
 The structure (the one forward for sequences, trees and batches, blocks, residuals, cache
-writes, tied output) is the reference's own code: `GPT` here subclasses
+writes, tied output) is the reference's own code, bar the fused block: `GPT` here subclasses
 `reference.model.GPT` and replaces the block's computations, how the parameters are stored,
 and which cache it makes.
 """
@@ -21,58 +28,22 @@ and which cache it makes.
 from __future__ import annotations
 
 import dataclasses
-import math
 import weakref
 
 import numpy as np
 
+from gpu import kernel_module
 from gpu.backend import ON_DEVICE as ON_DEVICE  # re-exported: the device-only test reads it
-from gpu.backend import fuse, memory_kind, on_device, to_device, xp
+from gpu.backend import memory_kind, on_device, to_device, xp
+from gpu.fused import attention_fits, cached_attention, embed, fused_linear, layer_norm_rows
+from gpu.kernel_module import MAX_ROWS
 from gpu.kv_cache import KVCache
+from gpu.layers import attention, causal_mask, gelu, layer_norm, softmax
 from reference import model as reference_model
 from reference.config import GPTConfig
 from reference.model import Placement, check_param_shapes, init_params
 
 __all__ = ["GPT", "init_params", "gelu", "layer_norm", "softmax", "attention", "causal_mask"]
-
-
-def gelu_plain(x):  # [...] -> [...]: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    c = np.float32(math.sqrt(2.0 / math.pi))
-    return 0.5 * x * (1.0 + xp.tanh(c * (x + 0.044715 * (x * x * x))))
-
-
-# one fused kernel on the device (one counted launch on the stand-in); the same function,
-# unfused, in NumPy mode
-gelu = fuse(gelu_plain)
-
-
-def softmax(x, axis: int = -1):  # [...] -> [...]
-    e = xp.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-def layer_norm(x, g, b, eps: float):  # [T, C] -> [T, C]
-    C = x.shape[-1]
-    mean = x.sum(axis=-1, keepdims=True) / C
-    centred = x - mean
-    var = (centred * centred).sum(axis=-1, keepdims=True) / C
-    return g * centred / xp.sqrt(var + eps) + b
-
-
-def causal_mask(T: int, S: int):  # -> [T, S] bool on the device, True = may attend
-    return xp.arange(S)[None, :] <= (S - T + xp.arange(T))[:, None]
-
-
-def attention(q, k, v, mask=None):
-    # q [..., nh, T, hs], k/v [..., nh, S, hs] -> [..., nh, T, hs]; mask None = causal, else
-    # a device bool array that broadcasts to the scores (a tree's, a batch's)
-    T, S = q.shape[-2], k.shape[-2]
-    scores = q @ k.swapaxes(-1, -2) * np.float32(1.0 / math.sqrt(q.shape[-1]))  # [.., T, S]
-    if mask is not None:
-        scores = xp.where(mask, scores, np.float32(-1e10))
-    elif T > 1:  # one new position of a sequence may see every key: nothing to mask
-        scores = xp.where(causal_mask(T, S), scores, np.float32(-1e10))
-    return softmax(scores) @ v
 
 
 class GPT(reference_model.GPT):
@@ -89,6 +60,9 @@ class GPT(reference_model.GPT):
         }
         check_param_shapes(config, given)  # before anything is copied
         self.params = {name: to_device(value, np.float32) for name, value in given.items()}
+        # the tied output layer as the fused linear kernel reads it: wte.T row-major, [C, V]
+        wte = self.params["wte.weight"]
+        self.wte_rows = xp.ascontiguousarray(wte.T) if kernel_module.KERNELS_ON else None
 
     cache_type = KVCache  # new_cache (the reference's method) makes a device cache
 
@@ -112,9 +86,57 @@ class GPT(reference_model.GPT):
         mask = None if at.mask is None else to_device(at.mask)
         return dataclasses.replace(at, positions=positions, mask=mask)
 
-    def norm(self, x, name: str):
+    def embed(self, tokens, positions):
+        # tokens [R] -> x [R, C] in one launch (a batch's [B, T]: the reference's way)
+        return embed(self.params["wte.weight"], self.params["wpe.weight"], tokens, positions)
+
+    def block(self, x, i: int, cache, at: Placement):
+        # [R, C] -> [R, C]: the reference's block (reference/model.py GPT.block), step for
+        # step, as four fused linears around the attention when R <= MAX_ROWS: the norms,
+        # biases, GELU and residual adds ride inside them (else the reference's own block)
+        if x.shape[0] > MAX_ROWS:
+            return super().block(x, i, cache, at)
+        P, h = self.params, f"h.{i}."
+        qkv = fused_linear(
+            x, P[h + "attn.c_attn.weight"], P[h + "attn.c_attn.bias"], ln=self.ln(h + "ln_1")
+        )
+        out = self.multi_head_attention(qkv, i, cache, at)
+        x = fused_linear(out, P[h + "attn.c_proj.weight"], P[h + "attn.c_proj.bias"], resid=x)
+        m = fused_linear(
+            x, P[h + "mlp.c_fc.weight"], P[h + "mlp.c_fc.bias"], ln=self.ln(h + "ln_2"), act="gelu"
+        )
+        return fused_linear(m, P[h + "mlp.c_proj.weight"], P[h + "mlp.c_proj.bias"], resid=x)
+
+    def multi_head_attention(self, qkv, i: int, cache, at: Placement):
+        # qkv [R, 3C] -> [R, C]: one fused launch for a pass within the kernel's limits, with
+        # a twin cache (or none); else the reference's steps
+        from gpu.batch import BatchKVCache  # (gpu.batch imports this module)
+
+        cfg = self.config
+        ours = (
+            type(cache) is BatchKVCache
+            if len(at.shape) == 2
+            else type(cache) in (type(None), KVCache)
+        )
+        if ours and attention_fits(at, cfg.n_embd, cfg.n_head):
+            return cached_attention(self, qkv, i, cache, at)
+        return super().multi_head_attention(qkv, i, cache, at)
+
+    def ln(self, name: str) -> tuple:  # a LayerNorm's (g, b, eps), as the fused linear takes it
         P = self.params
-        return layer_norm(x, P[name + ".weight"], P[name + ".bias"], self.config.layer_norm_epsilon)
+        return P[name + ".weight"], P[name + ".bias"], self.config.layer_norm_epsilon
+
+    def forward_unchecked(self, tokens, cache=None):
+        # tokens [T] -> logits [T, V]: the reference's, with LN_f fused into the output layer
+        x = self.residual_unchecked(tokens, cache)
+        wte = self.params["wte.weight"]
+        return fused_linear(x, wte.T, ln=self.ln("ln_f"), w_rows=self.wte_rows)
+
+    def logits(self, h):  # [T, C] -> [T, V], one launch
+        return fused_linear(h, self.params["wte.weight"].T, w_rows=self.wte_rows)
+
+    def norm(self, x, name: str):  # [R, C] -> [R, C], one launch
+        return layer_norm_rows(x, *self.ln(name))
 
     def attend(self, q, k, v, mask=None):
         return attention(q, k, v, mask)

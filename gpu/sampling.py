@@ -1,8 +1,10 @@
 """The twin's sampling: processed distributions and draws, computed where the logits are.
 
 What differs from reference/sampling.py, and why:
-* `probabilities` runs on the device with `xp`; the same transforms (temperature, top-k,
-  top-p, greedy one-hot) in the same order, so p and q are processed alike on both sides.
+* `probabilities` runs on the device: one fused kernel (gpu/fused.py `pick`) for greedy and
+  plain-temperature rows, `xp` operations otherwise (`processed`); the same transforms
+  (temperature, top-k, top-p, greedy one-hot) in the same order, so p and q are processed
+  alike on both sides.
   It does not check the logits for NaN: that would be a host sync per call. The loop folds a
   finiteness flag into its one transfer per round instead.
 * A draw is `inverse_cdf(probs, u)` with a uniform u that is already on the device: the
@@ -17,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpu.backend import ON_DEVICE, to_device, to_host, xp
+from gpu.fused import pick, pick_fits
 from reference.checks import check_generator
 from reference.sampling import (
     GREEDY,
@@ -66,10 +69,21 @@ def top_p_filter(probs, top_p: float):  # [..., V] -> [..., V]
 
 
 def probabilities(logits, params: SamplingParams):
-    # logits [..., V] (host or device) -> probabilities [..., V] on the device
+    # logits [..., V] (host or device) -> probabilities [..., V] on the device: one fused
+    # launch for float32 logits, greedy or plain temperature (gpu/fused.py `pick`)
     z = to_device(logits)
     if not np.issubdtype(z.dtype, np.floating):
         z = z.astype(np.float32)
+    if z.dtype != np.float32 or z.ndim == 0 or not pick_fits(params):
+        return processed(z, params)
+    out = xp.empty(z.shape, dtype=np.float32)
+    pick(z.reshape(-1, z.shape[-1]), params, probs=out.reshape(-1, z.shape[-1]))
+    return out
+
+
+def processed(z, params: SamplingParams):
+    # z [..., V] float logits on the device -> probabilities [..., V]: the reference's
+    # transforms with xp, one operation at a time (the fused kernel's body)
     if params.greedy:
         # + 0 * sum(z): NaN where a logit is NaN or inf, so the loop's finiteness flag on p
         # sees a broken model even though argmax would have picked an id anyway

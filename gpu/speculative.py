@@ -37,11 +37,11 @@ import numpy as np
 
 from gpu.backend import on_device, to_device, to_host, xp
 from gpu.drafters import ModelDrafter, as_twin_drafter
+from gpu.fused import decide_packed
 from gpu.heads import HeadsDrafter
 from gpu.kv_cache import KVCache
 from gpu.model import GPT, as_twin_model
 from gpu.sampling import probabilities
-from gpu.verification import decide
 from reference.checks import check_clock
 from reference.drafters import Draft, Drafter, SharedLayers, proposals_checked
 from reference.kv_cache import catch_up_tokens
@@ -105,19 +105,28 @@ def drafts_on_device(drafter: Drafter) -> bool:
 
 def device_draft(drafter: Drafter, context, k: int, sampling, rng, n_vocab: int) -> Draft:
     # the drafter's proposal on the device. A twin drafter's is already there: shapes only,
-    # nothing copied. Any other's is checked on the host like the reference's (a device
-    # proposal of a plug-in is brought back for that), then copied over.
-    draft = drafter.propose(context, k, sampling, rng)
+    # nothing copied. Any other's is checked on the host like the reference's, then copied over.
+    draft, there = checked_draft(drafter, drafter.propose(context, k, sampling, rng), k, n_vocab)
+    if there:
+        return draft
+    return Draft(to_device(draft.tokens, dtype=np.int64), to_device(draft.q), draft.shared)
+
+
+def checked_draft(drafter: Drafter, draft: Draft, k: int, n_vocab: int) -> tuple[Draft, bool]:
+    # -> (the proposal, True when it is on the device). A twin drafter's stays there, its
+    # shapes checked; any other's comes back as host arrays checked like the reference's (a
+    # plug-in's device proposal is brought back for that), for the caller to copy over --
+    # one row at a time (`device_draft`), or a batch's rows together (gpu/batch.py)
     if drafts_on_device(drafter):
         if draft.tokens.shape[0] > k or draft.q.shape != (draft.tokens.shape[0], n_vocab):
             raise ValueError(
                 f"the drafter proposed {draft.tokens.shape[0]} tokens with q of shape "
                 f"{draft.q.shape}; at most {k} tokens and q [k, {n_vocab}] were expected"
             )
-        return draft
+        return draft, True
     host = Draft(*(to_host(a) if on_device(a) else a for a in (draft.tokens, draft.q)))
     check_draft(host, k, n_vocab)
-    return Draft(to_device(host.tokens, dtype=np.int64), to_device(host.q), draft.shared)
+    return Draft(host.tokens, host.q, draft.shared), False
 
 
 def settle(p, draft: Draft, rng: np.random.Generator, verify_fn) -> tuple[Verification, np.ndarray]:
@@ -130,9 +139,9 @@ def settle(p, draft: Draft, rng: np.random.Generator, verify_fn) -> tuple[Verifi
         answer = verify_fn(p_host, q_host, tokens, rng)  # checked before a cache moves
         return Verification.from_plugin(answer, k, p_host.shape[-1], verify_fn), tokens
     u = to_device(rng.random(k + 1))
-    # one flag for p and q: a broken draft model's NaN would otherwise pass for an accept
-    finite = (xp.all(xp.isfinite(p)) & xp.all(xp.isfinite(draft.q))).astype(np.int64).reshape(1)
-    packed = to_host(xp.concatenate([decide(p, draft.q, draft.tokens, u), draft.tokens, finite]))
+    # (n, token, drafts, one flag for p and q: a broken draft model's NaN would otherwise
+    # pass for an accept) decided and packed in one launch (gpu/fused.py `decide_packed`)
+    packed = to_host(decide_packed(p, draft.q, draft.tokens, u))
     check_rows_finite(bool(packed[-1]))
     return Verification(int(packed[0]), int(packed[1])), packed[2 : 2 + k]
 

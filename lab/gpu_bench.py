@@ -32,7 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
+from gpu import kernel_module
 from gpu.backend import backend_name, counting_launches, counting_transfers
+from gpu.batch_drafting import drafts_in_one_pass
 from lab.bench import held_out_code_prompts
 from lab.bundled import DRAFT_DIR, SELF_DRAFT_DIR, TARGET_DIR, load_bundled_pair
 from lab.drafting import DRAFTERS, TREE_DRAFTERS, generate_function, make_drafter
@@ -204,10 +206,11 @@ def batch_launches(prompts, k: int, batches: list[int], max_new_tokens: int) -> 
         draft = gpu.GPT(draft_ref.config, draft_ref.params)
         for B in batches:
             batch = [prompts[b % len(prompts)] for b in range(B)]
+            drafters = [gpu.ModelDrafter(draft) for _ in batch]
             with counting_launches() as log:
                 results = gpu.speculative_generate_batch(
                     target,
-                    [gpu.ModelDrafter(draft) for _ in batch],
+                    drafters,
                     batch,
                     k=k,
                     max_new_tokens=max_new_tokens,
@@ -216,7 +219,9 @@ def batch_launches(prompts, k: int, batches: list[int], max_new_tokens: int) -> 
                 )
             rounds = max(r.stats.rounds for r in results)  # batched rounds: the longest row's
             tokens = sum(len(r.tokens) for r in results)
+            drafting = "batched" if drafts_in_one_pass(drafters) else "per row"
             rows[B] = {"launches": log.count, "rounds": rounds, "tokens": tokens}
+            rows[B]["drafting"] = drafting  # one draft pass for all rows, or each row's own
     return rows
 
 
@@ -374,6 +379,7 @@ def main(argv: list[str] | None = None) -> None:
         batch_counts = batch_launches(prompts, best, batches, count_tokens)
     result = {
         "backend": backend_name(),
+        "fused_kernels": kernel_module.kernel_state(),  # on, or off (why): gpu/kernel_module.py
         "date": time.strftime("%Y-%m-%d"),
         "settings": vars(args)
         | {"prompts": len(prompts), "sampling": "greedy", "batch of the k rows": 1},
@@ -389,7 +395,8 @@ def main(argv: list[str] | None = None) -> None:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "gpu_bench.json").write_text(json.dumps(result, indent=2))
     print(
-        f"backend: {result['backend']}; drafter: {args.drafter}; {len(prompts)} prompts x "
+        f"backend: {result['backend']}; fused kernels: {result['fused_kernels']}; "
+        f"drafter: {args.drafter}; {len(prompts)} prompts x "
         f"{args.max_new_tokens} tokens, greedy, batch 1, medians of {args.repeats} repeats"
     )
     print_loop_table(table, launches)
@@ -430,10 +437,10 @@ def count_only(args, prompts, ks, widths) -> None:
             f"{per(row, 'rounds'):.0f} | {row['hidden_syncs']} |"
         )
     print(f"\nbatched speculative loop (the draft model, k={k_batch}, a short run):")
-    print("| batch | launches / round | launches / token |")
-    print("|---|---|---|")
+    print("| batch | drafting | launches / round | launches / token |")
+    print("|---|---|---|---|")
     for B, row in counts.items():
-        print(f"| {B} | {per(row, 'rounds'):.0f} | {per(row, 'tokens'):.0f} |")
+        print(f"| {B} | {row['drafting']} | {per(row, 'rounds'):.0f} | {per(row, 'tokens'):.0f} |")
     print_launch_model(launches)
 
 

@@ -53,7 +53,7 @@ from IPython.display import Image, display
 
 import gpu
 import reference
-from gpu.backend import backend_name, counting_transfers, to_device, to_host
+from gpu.backend import backend_name, counting_launches, counting_transfers, to_device, to_host
 from gpu.verification import decide
 from lab.bench import CODE_PROMPTS, held_out_code_prompts
 from lab.bundled import bundled_pair_available, load_bundled_pair
@@ -444,20 +444,19 @@ for name, run in runs.items():
 # tokens at once. The real launch counts per token, measured with a profiler on a device,
 # are pending.
 #
-# **CUDA graphs.** The usual cure for launch overhead is to record a step's kernels once as
-# a CUDA graph and replay it with one launch. CuPy records a graph by *stream capture*
-# (`stream.begin_capture()` … `end_capture()`), and the twin's step mixes two kinds of work:
+# **Fused kernels, and CUDA graphs.** The cure for launch overhead is fewer launches. The
+# twin fuses: `gpu/kernels.cu` holds six CUDA kernels, each doing a whole stretch of the
+# block in one launch — a linear layer with the LayerNorm before it and the bias, GELU and
+# residual add after it; the attention of every head with its cache write; the draw; a
+# round's whole verification (docs/gpu.md, "The fused kernels"). In NumPy mode each runs its
+# *body*, the plain `xp` composition, so the numbers here are the unfused twin's.
 #
-# * elementwise kernels, reductions, the softmax, the fused GELU (`cupy.fuse`), the
-#   inverse-CDF draw — CuPy's own kernels, which a capture records (provided their memory
-#   comes from blocks the pool already holds: nothing may be allocated from the driver
-#   while capturing);
-# * the matmuls, which CuPy hands to cuBLAS. CuPy refuses cuBLAS calls while a stream is
-#   capturing (cupy/cupy#6290 tracks it), so a forward pass cannot be captured whole; the
-#   pieces between matmuls can.
-#
-# Nor can a graph span a host sync: the round's one transfer is where any graph ends. How
-# much capturing the capturable pieces saves is pending a device run.
+# The next cure is a CUDA graph: record a step's kernels once and replay them with one
+# launch. CuPy refuses to record the cuBLAS calls behind its matmuls (cupy/cupy#6290), but a
+# step of up to 16 rows now makes none — its linears are the fused kernels — so a draft step
+# could be recorded whole. Not built yet: a graph replays the same arguments, and today a
+# kernel takes its cache slot as an argument. Nor can a graph span a host sync: the round's
+# one transfer is where any graph ends.
 #
 # **Launches, counted without a device.** For a model this small, a GPU step is priced by
 # its kernel launches (each costs microseconds, whatever its work), not by its FLOPs. The twin
@@ -485,7 +484,29 @@ assert launches["ar"]["rounds"] == launches["ar"]["tokens"], "one autoregressive
 # The speculative loop makes fewer launches per token than the autoregressive one, but not
 # as many times fewer as the tokens a round emits: a round pays for k draft steps as well as
 # one target pass, and the pass makes about as many launches as one autoregressive step.
-# Fewer launches per step (fused kernels) and per round are what would move this ratio.
+# Where one decode step's launches go, by kernel:
+
+# %%
+with counting_launches():  # the stand-in for a device (its arrays are made inside)
+    counted_target = gpu.GPT(target.config, target.params)
+    step_cache = counted_target.new_cache()
+    counted_target.forward(prompt[:8], step_cache)
+    step_cache.commit(8)
+    token = to_device(prompt[8:9])  # in a loop, the last draw: already on the device
+    with counting_launches() as step:
+        counted_target.forward(token, step_cache)
+for name, n in step.by_name.most_common():
+    print(f"{n:3d}  {name}")
+print(f"{step.count:3d}  in all: {target.config.n_layer} blocks of "
+      f"{step.by_name['fused fused_linear'] // target.config.n_layer} fused linears and one "
+      "attention, the embedding, the output layer")
+assert step.by_name["fused cached_attention"] == target.config.n_layer
+
+# %% [markdown]
+# Fusing took each loop's launches down about eightfold (docs/gpu.md has the counts before:
+# 290 per autoregressive token, 199 per speculative one), but both loops alike, so their
+# ratio hardly moved. A round of five draft steps and one target pass still costs about
+# three autoregressive steps' launches; a CUDA graph per draft round is what would move it.
 #
 # **What the device run records.** `scripts/gpu_check.sh` runs on a machine with an NVIDIA
 # GPU: the device-only tests (`pytest -m gpu`: the fused GELU against the plain function),

@@ -229,15 +229,22 @@ class GPT:
         self, x: np.ndarray, i: int, cache: KVCache | None, at: Placement
     ) -> np.ndarray:
         # [R, C] -> [R, C]: multi-head self-attention over cached + new positions
-        nh = self.config.n_head
         h = f"h.{i}.attn."
-        C = x.shape[-1]
-        qkv = self.linear(x, h + "c_attn").reshape(at.shape + (3 * C,))  # [..., T, 3C]
-        q, k, v = (split_heads(qkv[..., j * C : (j + 1) * C], nh) for j in range(3))
+        out = self.multi_head_attention(self.linear(x, h + "c_attn"), i, cache, at)
+        return self.linear(out, h + "c_proj")
+
+    def multi_head_attention(
+        self, qkv: np.ndarray, i: int, cache: KVCache | None, at: Placement
+    ) -> np.ndarray:
+        # qkv [R, 3C] -> [R, C]: split into heads, write the new K/V, attend, merge the heads
+        # (the GPU twin runs all of it as one fused kernel for a sequence's or a tree's pass)
+        C = qkv.shape[-1] // 3
+        qkv = qkv.reshape(at.shape + (3 * C,))  # [..., T, 3C]
+        q, k, v = (split_heads(qkv[..., j * C : (j + 1) * C], self.config.n_head) for j in range(3))
         if cache is not None:  # temporary write at the new slots; then history + new
             k, v = at.write(cache, i, k, v)  # [..., nh, S, hs]
         out = merge_heads(self.attend(q, k, v, at.mask))  # [..., T, C]
-        return self.linear(out.reshape(x.shape), h + "c_proj")
+        return out.reshape(-1, C)
 
     # The four computations of a block, by parameter name.
 

@@ -8,7 +8,8 @@
 #   bash scripts/gpu_check.sh all               # every part, for a human: over 600 s in all
 #
 # Parts run in the order given; every step has its own time limit, and a short table of the
-# steps comes last. A failed preflight skips every later step (one line says why). Results
+# steps comes last. A failed preflight skips every later step (one line says why); fused
+# kernels that fail the preflight's check are turned off (SPECDEC_GPU_FUSED=0) for the rest. Results
 # and logs go to $OUT (a new temporary folder when it is unset).
 #
 # Options (before or after the parts):
@@ -18,13 +19,14 @@
 #               (tests/twin/test_device_script.py) to show the plumbing works and each step
 #               fits its scaled limit. It proves nothing about GPU timing.
 # Environment: PYTHON (default python3), OUT, GPU_CHECK_ORACLE_SCALE (default 0.1: the
-# oracle's sample sizes, scripts/specdec_oracle_scale.py), GPU_CHECK_TIME_SCALE.
+# oracle's sample sizes, scripts/specdec_oracle_scale.py), GPU_CHECK_TIME_SCALE,
+# SPECDEC_GPU_FUSED (default 1; 0 runs the twin without its fused kernels).
 # docs/gpu.md ("The device script") says which call to make with which timeout.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -58,6 +60,7 @@ else
   OUT=${OUT:-$(mktemp -d)}
   mkdir -p "$OUT"
 fi
+export GPU_CHECK_FUSED_OFF="$OUT/fused_off"  # written by the preflight if the kernels fail
 rows=() failed=0 stopped=""
 declare -A part_limits=()
 
@@ -90,6 +93,10 @@ step() {  # step PART NAME SECONDS COMMAND...: run under its own limit, log to $
   rows+=("| $part | $name | $outcome | $took | $limit | $last |")
   if [ "$name" = preflight ] && [ "$rc" != 0 ]; then
     stopped="the preflight failed"
+  fi
+  if [ -f "$GPU_CHECK_FUSED_OFF" ] && [ "${SPECDEC_GPU_FUSED:-1}" != 0 ]; then
+    export SPECDEC_GPU_FUSED=0  # the preflight found the fused kernels broken: run unfused
+    rows+=("| $part | (kernels) | off | - | - | $(head -c 100 "$GPU_CHECK_FUSED_OFF" | tr '|' '/') |")
   fi
 }
 

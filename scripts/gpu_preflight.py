@@ -5,7 +5,10 @@
 1. Versions: Python, NumPy, CuPy, the CUDA runtime and driver, the device.
 2. Launches: an elementwise kernel, a reduction, the twin's fused GELU (a kernel compiled on
    the spot: a broken CUDA compiler shows here), a cuBLAS matmul, and the scan and sort the
-   sampling uses, each checked against NumPy.
+   sampling uses, each checked against NumPy. Then the fused kernels (gpu/kernels.cu,
+   compiled by NVRTC), each against its body on the device: a compile error or a wrong number
+   does not stop the script -- one line, `KERNELS OFF: <why>`, and the rest of the call runs
+   the unfused twin (SPECDEC_GPU_FUSED=0), which still measures something.
 3. Imports: the packages the later parts use, each imported (version printed); then every
    import of every module the later parts reach -- the test files they name, the oracle's
    files, the bench, this script's plug-in, and the project modules those import, followed
@@ -147,6 +150,105 @@ def launches() -> None:
         np.concatenate([np.cumsum(host[:512]), np.argsort(-host[:512], kind="stable")]),
         1e-4,
     )
+
+
+def fused_kernels() -> None:
+    # every kernel of gpu/kernels.cu against its body, both on the device; wrong numbers turn
+    # the kernels off for the rest of this call (gpu_check.sh reads the marker file) instead
+    # of stopping the call: the twin then runs unfused, and says so
+    import numpy as np
+
+    from gpu import kernel_module
+    from gpu.backend import to_host
+
+    if not kernel_module.KERNELS_ON:
+        ok("fused kernels", f"{kernel_module.kernel_state()}: the bodies run, nothing to launch")
+        return
+    start = time.perf_counter()
+    try:
+        kernel_module.compiled_module()
+    except Exception as error:
+        kernels_off(f"NVRTC could not compile gpu/kernels.cu: {type(error).__name__}: {error}")
+        return
+    compiled = time.perf_counter() - start
+    for name, kernel, body, exact in kernel_cases():
+        try:
+            got, want = to_host(kernel()), to_host(body())
+        except Exception as error:
+            kernels_off(f"{name}: {type(error).__name__}: {error}")
+            return
+        same = np.array_equal(got, want) if exact else np.allclose(got, want, atol=1e-4)
+        if not same:
+            kernels_off(f"{name}: wrong numbers (compared with its body on the device)")
+            return
+    ok("fused kernels", f"compiled in {compiled:.1f} s; each kernel agrees with its body")
+
+
+def kernels_off(why: str) -> None:
+    from gpu import kernel_module
+
+    kernel_module.turn_off(why)
+    marker = os.environ.get("GPU_CHECK_FUSED_OFF")  # gpu_check.sh: later steps run unfused
+    if marker:
+        Path(marker).write_text(why + "\n")
+    print(f"KERNELS OFF: {why}; the later steps of this call run with SPECDEC_GPU_FUSED=0 "
+          "(pass it to later calls too)", flush=True)  # fmt: skip
+
+
+def kernel_cases():
+    # -> (name, kernel call, body call, exact?): small inputs, on the device
+    import numpy as np
+
+    import gpu
+    from gpu import fused
+    from gpu.backend import to_device
+    from gpu.kv_cache import KVCache
+    from reference.config import GPTConfig
+    from reference.model import causal_placement, init_params
+    from reference.sampling import GREEDY, SamplingParams
+
+    rng = np.random.default_rng(0)
+
+    def dev(*shape, scale=1.0):
+        return to_device((rng.standard_normal(shape) * scale).astype(np.float32))
+
+    x, w, b, g, beta, res = (
+        dev(6, 384),
+        dev(384, 1152, scale=0.05),
+        dev(1152),
+        dev(384),
+        dev(384),
+        dev(6, 1152),
+    )
+    ln = (g, beta, 1e-5)
+    yield ("fused_linear", lambda: fused.fused_linear(x, w, b, ln=ln, act="gelu", resid=res),
+           lambda: fused.linear_body(x, w, b, ln, "gelu", res), False)  # fmt: skip
+    yield ("layer_norm_rows", lambda: fused.layer_norm_rows(x, g, beta, 1e-5),
+           lambda: fused.layer_norm(x, g, beta, 1e-5), False)  # fmt: skip
+    wte, wpe, tokens = dev(257, 64), dev(512, 64), to_device(rng.integers(0, 257, 6))
+    yield ("embed_rows", lambda: fused.embed(wte, wpe, tokens, slice(9, 15)),
+           lambda: fused.embed_body(wte, wpe, tokens, slice(9, 15)), False)  # fmt: skip
+    cfg = GPTConfig(n_vocab=257, n_ctx=64, n_embd=384, n_head=6, n_layer=2)
+    model = gpu.GPT(cfg, init_params(cfg, np.random.default_rng(0)))  # its config and attend
+    caches = [KVCache(2, 6, 64, 64) for _ in range(2)]
+    for cache in caches:
+        cache.length = 20
+    qkv, at = dev(6, 3 * 384), causal_placement(20, 6)
+    yield ("cached_attention", lambda: fused.cached_attention(model, qkv, 1, caches[0], at),
+           lambda: fused.attention_body(model, qkv, 1, caches[1], at), False)  # fmt: skip
+    logits = dev(4, 257, scale=3.0)
+    u = to_device(rng.random(4))
+    for params in (GREEDY, SamplingParams(temperature=0.8)):
+        picked = [to_device(np.zeros(4, np.int64)) for _ in range(2)]
+        yield (f"pick_rows ({'greedy' if params.greedy else 'T = 0.8'})",
+               lambda p=params, o=picked[0]: (fused.pick(logits, p, u, tokens=o), o)[1],
+               lambda p=params, o=picked[1]: (fused.pick_body(logits, p, u, None, o, None), o)[1],
+               True)  # fmt: skip
+    p = to_device(rng.dirichlet(np.ones(257), 6).astype(np.float32))
+    q = to_device(rng.dirichlet(np.ones(257), 5).astype(np.float32))
+    drafts, uniforms = to_device(rng.integers(0, 257, 5)), to_device(np.r_[0.0, rng.random(5)])
+    yield ("decide_packed", lambda: fused.decide_packed(p, q, drafts, uniforms),
+           lambda: fused.decide_body(p, q, drafts, uniforms), True)  # fmt: skip
 
 
 def model_gelu_on_host(x):
@@ -296,6 +398,7 @@ def main() -> int:
     try:
         versions()
         launches()
+        fused_kernels()
         packages()
         reached_imports()
         data()

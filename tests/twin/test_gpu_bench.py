@@ -27,7 +27,8 @@ def test_the_gpu_bench_runs_and_records_its_backend(tmp_path, capsys):
     assert set(launches) == {"ar", "k=2", "k=3"}
     assert launches["ar"]["tokens"] == launches["ar"]["rounds"] == 12
     assert launches["k=3"]["rounds"] < launches["k=3"]["tokens"] == 12
-    assert all(row["launches"] > 100 * row["rounds"] and not row["hidden_syncs"]
+    # each round is at least a forward of the target (6 blocks of 5 fused launches)
+    assert all(row["launches"] > 30 * row["rounds"] and not row["hidden_syncs"]
                for row in launches.values())  # fmt: skip
     assert set(result["batch_launches"]) == {"1", "2"}
     assert "launch-bound model for a GPU (a MODEL, not a measurement" in printed

@@ -1,6 +1,7 @@
 """One forward for every pass (issue 20): a sequence, a tree and a ragged batch run the one
 block of reference/model.py and differ only in their `Placement`; the fast path and the GPU
-twin replace kernels, never the block, so their kernels run in tree and batch passes too."""
+twin replace kernels, so their kernels run in tree and batch passes too. (The twin's fused
+block, gpu/model.py, is the same block regrouped into fused launches, for every kind of pass.)"""
 
 from __future__ import annotations
 
@@ -43,10 +44,20 @@ def test_one_attention_per_backend():
                 found.append(f"{path.relative_to(ROOT)}: {line.strip()[:40]}")
     names = sorted(f.split(": ")[0] for f in found)
     assert names == [
+        "gpu/fused.py",
+        "gpu/fused.py",
+        "gpu/fused.py",
+        "gpu/fused.py",
+        "gpu/layers.py",
         "gpu/model.py",
         "reference/model.py",
         "reference/model.py",
-    ], found  # gpu: attention; reference: attention, GPT.attention_block
+        "reference/model.py",
+    ], found
+    # reference: attention, GPT.attention_block, GPT.multi_head_attention (the hook both
+    # kinds of pass go through); gpu: attention (layers.py), the fused kernel's entry
+    # (fused.cached_attention) whose body calls it, with its limits, body and plan, and
+    # GPT.multi_head_attention choosing between them
 
 
 def test_a_chain_placed_as_a_tree_is_the_plain_forward(plain):
@@ -109,11 +120,11 @@ def test_the_fast_paths_attention_runs_in_tree_and_batch_passes(plain, monkeypat
 
 
 def test_the_twin_runs_a_tree_pass_through_its_own_kernels(plain, monkeypatch):
-    """A tree pass on the twin's model (NumPy mode in CI) uses the twin's attention and gives
-    the reference's rows."""
+    """A tree pass on the twin's model (NumPy mode in CI) uses the twin's fused attention
+    (one launch per layer on a device; its body in NumPy mode) and gives the reference's rows."""
     calls = []
-    real = twin_model.attention
-    monkeypatch.setattr(twin_model, "attention", lambda *a: calls.append(1) or real(*a))
+    real = twin_model.cached_attention
+    monkeypatch.setattr(twin_model, "cached_attention", lambda *a: calls.append(1) or real(*a))
     twin = gpu.GPT(plain.config, plain.params)
     tokens = np.random.default_rng(4).integers(0, CFG.n_vocab, len(PARENTS))
     got = to_host(tree_forward(twin, tokens, PARENTS, twin.new_cache()))

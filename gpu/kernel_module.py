@@ -1,0 +1,107 @@
+"""How a fused kernel of gpu/kernels.cu is run: compiled on a device, counted on the stand-in,
+its NumPy body otherwise.
+
+No reference counterpart: the reference has no kernels. Every fused operation (gpu/fused.py)
+has two halves that compute the same thing:
+
+* a **body**: the plain xp composition (what gpu/model.py computed before the kernels), run
+  in NumPy mode -- so NumPy-mode results are bit for bit those of the unfused twin -- and on
+  the stand-in, where the whole call counts as ONE launch (`fused <name>`), which is what the
+  kernel costs on a device;
+* a **plan**: the CUDA kernel's grid, block and argument list (output arrays allocated),
+  launched by `cupy.RawModule` on a device, and run on the CPU by the tests' emulator
+  (tests/twin/cuda_emulator.py) against the body.
+
+`SPECDEC_GPU_FUSED=0` turns the kernels off on a device (the bodies run there, as xp
+compositions), so that the fused and unfused twins can be compared on the same device. If
+NVRTC cannot compile the source, the kernels turn themselves off the same way and
+`kernel_state()` says why (the bench and the device script's preflight print it): a first
+device run still measures something.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpu import standin
+from gpu.backend import ARRAY_MODULE, ON_DEVICE
+
+SOURCE = Path(__file__).with_name("kernels.cu")
+# the kernels' compile-time limits (a call beyond them runs its body: gpu/fused.py checks)
+MAX_ROWS = 16  # rows of one fused_linear call
+MAX_S = 1024  # positions one cached_attention call attends to
+MAX_HS = 128  # head size
+
+
+@dataclass
+class Plan:
+    """One kernel launch: its grid and block, its arguments (arrays and NumPy scalars of the
+    kernel's C types), and what the call returns (an output array among the arguments)."""
+
+    name: str
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    args: tuple
+    result: object
+
+
+def kernels_wanted() -> bool:
+    # SPECDEC_GPU_FUSED = 1 (default) | 0
+    want = os.environ.get("SPECDEC_GPU_FUSED", "1")
+    if want not in ("0", "1"):
+        raise ValueError(f"SPECDEC_GPU_FUSED must be 0 or 1, got {want!r}")
+    return want == "1"
+
+
+KERNELS_ON = ON_DEVICE and kernels_wanted()  # the CUDA kernels run (else the bodies)
+
+
+WHY_OFF = "" if KERNELS_ON else ("SPECDEC_GPU_FUSED=0" if ON_DEVICE else "NumPy mode")
+
+
+def kernel_state() -> str:
+    # "on", or "off (why)"
+    return "on" if KERNELS_ON else f"off ({WHY_OFF})"
+
+
+@functools.cache
+def compiled_module():
+    # the RawModule of kernels.cu, compiled once per process by NVRTC (every kernel at once:
+    # a compile error shows at the first fused call, not in the middle of a run)
+    options = (f"-DMAX_ROWS={MAX_ROWS}", f"-DMAX_S={MAX_S}", f"-DMAX_HS={MAX_HS}", "-std=c++17")
+    module = ARRAY_MODULE.RawModule(code=SOURCE.read_text(), options=options)
+    module.get_function("fused_linear")  # compiles the module
+    return module
+
+
+def turn_off(why: str) -> None:
+    # the bodies run from now on (compile failure, or the preflight found wrong numbers)
+    global KERNELS_ON, WHY_OFF
+    KERNELS_ON, WHY_OFF = False, why
+
+
+def run_fused(name: str, body: Callable, plan: Callable, *args, **kwargs):
+    """One fused operation: `body(*args, **kwargs)` in NumPy mode (or with the kernels off),
+    one counted launch of it on the stand-in, the kernel `plan(*args, **kwargs)` describes on
+    a device."""
+    if standin.state.active:
+        standin.state.launch(f"fused {name}")
+        standin.state.quiet += 1
+        try:
+            return body(*args, **kwargs)
+        finally:
+            standin.state.quiet -= 1
+    if not KERNELS_ON:
+        return body(*args, **kwargs)
+    try:
+        module = compiled_module()
+    except Exception as error:  # NVRTC's message: kept for kernel_state(), bodies from now on
+        turn_off(f"compile failed: {type(error).__name__}: {str(error).strip()[:300]}")
+        return body(*args, **kwargs)
+    p = plan(*args, **kwargs)
+    module.get_function(p.name)(p.grid, p.block, p.args)
+    return p.result

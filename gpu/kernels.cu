@@ -1,0 +1,414 @@
+// The twin's fused kernels: one launch where the xp composition of gpu/model.py takes tens.
+//
+// At the bundled pair's size a GPU step is priced by kernel launches, not FLOPs (docs/gpu.md),
+// so each kernel below does the work of a whole stretch of a block in one launch. Each has a
+// NumPy body in gpu/fused.py that computes the same thing the plain way: NumPy mode runs the
+// bodies, the stand-in counts each call as one launch, and tests/twin/test_fused_kernels.py
+// runs THIS source on the CPU (tests/twin/cuda_emulator.py: one host thread per CUDA thread)
+// and compares it with the bodies. The device compiles it with NVRTC (cupy.RawModule).
+//
+// Layouts: row-major, float32 activations and weights, int64 token ids; rows R <= MAX_ROWS.
+// Only __syncthreads and shared memory are used (no warp shuffles, no atomics), so that the
+// emulator can run every kernel exactly as written.
+
+#ifndef MAX_ROWS
+#define MAX_ROWS 16  // rows one fused_linear call takes (gpu/fused.py MAX_FUSED_ROWS)
+#endif
+#ifndef MAX_S
+#define MAX_S 1024  // attention span a cached_attention call takes (the model's n_ctx)
+#endif
+#ifndef MAX_HS
+#define MAX_HS 128  // head size
+#endif
+#ifndef SPECDEC_NAN
+#define SPECDEC_NAN() __int_as_float(0x7fffffff)
+#endif
+
+#define LIN_COLS 32    // fused_linear: output columns per block (one warp reads a W row segment)
+#define LIN_SLICES 8   // ... and slices of the input dimension per column, summed at the end
+#define RED_THREADS 256  // threads of the one-block-per-row kernels
+
+// ---------------------------------------------------------------- small block-wide helpers
+
+// the sum (or the largest) of one value per thread, returned to every thread
+__device__ float block_reduce(float v, float* scratch, bool largest) {
+    int t = threadIdx.x;
+    scratch[t] = v;
+    __syncthreads();
+    if (t == 0) {
+        float acc = scratch[0];
+        for (int i = 1; i < (int)blockDim.x; i++)
+            acc = largest ? fmaxf(acc, scratch[i]) : acc + scratch[i];
+        scratch[blockDim.x] = acc;
+    }
+    __syncthreads();
+    float result = scratch[blockDim.x];
+    __syncthreads();  // scratch may be reused at once
+    return result;
+}
+
+__device__ float block_sum(float v, float* scratch) { return block_reduce(v, scratch, false); }
+
+__device__ float block_max(float v, float* scratch) { return block_reduce(v, scratch, true); }
+
+// exclusive prefix of one double per thread (thread order = id order), into prefix[t];
+// the grand total in prefix[blockDim.x]
+__device__ void block_prefix(double v, double* prefix) {
+    int t = threadIdx.x;
+    prefix[t] = v;
+    __syncthreads();
+    if (t == 0) {
+        double run = 0.0;
+        for (int i = 0; i < (int)blockDim.x; i++) {
+            double here = prefix[i];
+            prefix[i] = run;
+            run += here;
+        }
+        prefix[blockDim.x] = run;
+    }
+    __syncthreads();
+}
+
+__device__ float gelu_tanh(float x) {
+    // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    const float c = 0.7978845608028654f;
+    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * (x * x * x))));
+}
+
+// ---------------------------------------------------------------- embed_rows
+
+// x[r, :] = wte[tokens[r], :] + wpe[pos(r), :], pos(r) = positions[r] if has_positions else
+// start + r.  grid: (R), block: (128)
+extern "C" __global__ void embed_rows(const long long* tokens, const long long* positions,
+                                      int has_positions, int start, const float* wte,
+                                      const float* wpe, int C, float* x) {
+    int r = blockIdx.x;
+    long long tok = tokens[r];
+    long long pos = has_positions ? positions[r] : (long long)(start + r);
+    for (int i = threadIdx.x; i < C; i += blockDim.x)
+        x[(long long)r * C + i] = wte[tok * C + i] + wpe[pos * C + i];
+}
+
+// ---------------------------------------------------------------- layer_norm_rows
+
+// out[r] = (x[r] - mean) / sqrt(var + eps) * g + b, one row per block: grid (R), block (128)
+extern "C" __global__ void layer_norm_rows(const float* x, int C, const float* g, const float* b,
+                                           float eps, float* out) {
+    __shared__ float scratch[129];
+    const float* row = x + (long long)blockIdx.x * C;
+    float local = 0.0f;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) local += row[i];
+    float mean = block_sum(local, scratch) / C;
+    local = 0.0f;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) local += (row[i] - mean) * (row[i] - mean);
+    float rstd = 1.0f / sqrtf(block_sum(local, scratch) / C + eps);
+    for (int i = threadIdx.x; i < C; i += blockDim.x)
+        out[(long long)blockIdx.x * C + i] = (row[i] - mean) * rstd * g[i] + b[i];
+}
+
+// ---------------------------------------------------------------- fused_linear
+
+// out[r, j] = act(LN(x[r]) @ W[:, j] + bias[j]) + resid[r, j]    for r < R, j < N
+//   LN(x)[i] = (x[i] - mean) / sqrt(var + eps) * g[i] + b[i] (when has_ln; else x itself),
+//   act = gelu when act == 1; resid may be out itself (x += ...), never x.
+// grid: (ceil(N / LIN_COLS)), block: (LIN_COLS * LIN_SLICES). Thread (slice s, column c) sums
+// the inputs i = s, s + LIN_SLICES, ... for column j = blockIdx.x * LIN_COLS + c and all R rows
+// (a warp reads 32 consecutive floats of one W row), then slice 0 adds the slices up.
+extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
+                                        const float* ln_g, const float* ln_b, float eps,
+                                        int has_ln, const float* w, const float* bias,
+                                        int has_bias, int act, const float* resid,
+                                        int has_resid, float* out) {
+    __shared__ float mean[MAX_ROWS], rstd[MAX_ROWS];
+    __shared__ float partial[LIN_SLICES * LIN_COLS * MAX_ROWS];
+    int t = threadIdx.x, c = t % LIN_COLS, s = t / LIN_COLS;
+    int j = blockIdx.x * LIN_COLS + c;
+
+    if (has_ln) {  // every block finds the rows' mean and variance itself (no second launch)
+        int lanes = blockDim.x / R, r = t / lanes, lane = t % lanes;
+        float acc = 0.0f;
+        if (r < R)
+            for (int i = lane; i < C_in; i += lanes) acc += x[r * C_in + i];
+        partial[t] = acc;
+        __syncthreads();
+        if (t < R) {
+            float total = 0.0f;
+            for (int l = 0; l < lanes; l++) total += partial[t * lanes + l];
+            mean[t] = total / C_in;
+        }
+        __syncthreads();
+        acc = 0.0f;  // var = mean((x - mean)^2), two passes as in the reference
+        if (r < R)
+            for (int i = lane; i < C_in; i += lanes) {
+                float d = x[r * C_in + i] - mean[r];
+                acc += d * d;
+            }
+        partial[t] = acc;
+        __syncthreads();
+        if (t < R) {
+            float total = 0.0f;
+            for (int l = 0; l < lanes; l++) total += partial[t * lanes + l];
+            rstd[t] = 1.0f / sqrtf(total / C_in + eps);
+        }
+        __syncthreads();
+    }
+
+    float acc[MAX_ROWS];
+#pragma unroll
+    for (int r = 0; r < MAX_ROWS; r++) acc[r] = 0.0f;
+    if (j < N) {
+        for (int i = s; i < C_in; i += LIN_SLICES) {
+            float wij = w[(long long)i * N + j];
+            float g = has_ln ? ln_g[i] : 1.0f, b = has_ln ? ln_b[i] : 0.0f;
+#pragma unroll
+            for (int r = 0; r < MAX_ROWS; r++) {
+                if (r < R) {
+                    float xi = x[r * C_in + i];
+                    if (has_ln) xi = (xi - mean[r]) * rstd[r] * g + b;
+                    acc[r] += xi * wij;
+                }
+            }
+        }
+    }
+    __syncthreads();  // partial[] held the norms' sums above
+#pragma unroll
+    for (int r = 0; r < MAX_ROWS; r++)
+        if (r < R) partial[(r * LIN_SLICES + s) * LIN_COLS + c] = acc[r];
+    __syncthreads();
+    if (s == 0 && j < N) {
+        for (int r = 0; r < R; r++) {
+            float y = 0.0f;
+            for (int k = 0; k < LIN_SLICES; k++) y += partial[(r * LIN_SLICES + k) * LIN_COLS + c];
+            if (has_bias) y += bias[j];
+            if (act == 1) y = gelu_tanh(y);
+            if (has_resid) y += resid[(long long)r * N + j];
+            out[(long long)r * N + j] = y;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- cached_attention
+
+// One head of one new position of one row per block: grid (nh, T, B), block (128).
+//   qkv [B*T, 3C] (q | k | v, heads side by side), out [B*T, C] (heads merged); B = 1 for a
+//   sequence or a tree, whose cache is [L, nh, N, hs]; a ragged batch's is [B, L, nh, N, hs].
+//   Row b's new positions sit at its cache slots from start_b (`start`, or rows[b] when
+//   has_rows), the first n_b of them real (T, or rows[B + b]); they attend to slots 0..S-1.
+//   Slots before start_b are read from the cache, the row's new ones from qkv itself (so no
+//   block waits for another's write); each block writes its own real position's K and V
+//   into the cache when has_cache. The mask is mask[b*T + t][s] when has_mask (a tree's),
+//   else s <= start_b + t and s < start_b + n_b (causal; a batch row's padding reads only
+//   its own row's slots). scores = q k^T / sqrt(hs), masked to -1e10, softmax, times V.
+extern "C" __global__ void cached_attention(const float* qkv, int T, int C, int nh, int S,
+                                            float* k_cache, float* v_cache, int layer,
+                                            int n_layer, int capacity, int has_cache,
+                                            int start, const long long* rows, int has_rows,
+                                            const bool* mask, int has_mask, float* out) {
+    __shared__ float q[MAX_HS];
+    __shared__ float score[MAX_S];
+    __shared__ float scratch[129];
+    int h = blockIdx.x, t = blockIdx.y, b = blockIdx.z, B = gridDim.z;
+    int tid = threadIdx.x, hs = C / nh;
+    int row_start = has_rows ? (int)rows[b] : start, row_new = has_rows ? (int)rows[B + b] : T;
+    // slot 0 of this head's cache (row b's, in a batch's cache)
+    long long head = (((long long)b * n_layer + layer) * nh + h) * capacity;
+    const float* first = qkv + (long long)b * T * 3 * C;  // the row's first new position
+    const float* row = first + (long long)t * 3 * C;
+
+    for (int d = tid; d < hs; d += blockDim.x) {
+        q[d] = row[h * hs + d];
+        if (has_cache && t < row_new) {
+            k_cache[(head + row_start + t) * hs + d] = row[C + h * hs + d];
+            v_cache[(head + row_start + t) * hs + d] = row[2 * C + h * hs + d];
+        }
+    }
+    __syncthreads();
+
+    float scale = 1.0f / sqrtf((float)hs), local_max = -3.0e38f;
+    for (int s = tid; s < S; s += blockDim.x) {
+        bool fresh = s >= row_start && s < row_start + row_new;
+        const float* key = fresh ? first + (long long)(s - row_start) * 3 * C + C + h * hs
+                                 : k_cache + (head + s) * hs;
+        bool allowed = has_mask ? mask[((long long)b * T + t) * S + s]
+                                : (s <= row_start + t && s < row_start + row_new);
+        float dot = 0.0f;
+        if (allowed)
+            for (int d = 0; d < hs; d++) dot += q[d] * key[d];
+        score[s] = allowed ? dot * scale : -1e10f;
+        local_max = fmaxf(local_max, score[s]);
+    }
+    float top = block_max(local_max, scratch);
+    float local_sum = 0.0f;
+    for (int s = tid; s < S; s += blockDim.x) {
+        score[s] = expf(score[s] - top);
+        local_sum += score[s];
+    }
+    float total = block_sum(local_sum, scratch);  // its barriers also publish score[]
+
+    for (int d = tid; d < hs; d += blockDim.x) {
+        float y = 0.0f;
+        for (int s = 0; s < S; s++) {
+            bool fresh = s >= row_start && s < row_start + row_new;
+            if (!has_cache && !fresh) continue;  // weight 0: masked, and no slot to read
+            const float* value = fresh ? first + (long long)(s - row_start) * 3 * C + 2 * C + h * hs
+                                       : v_cache + (head + s) * hs;
+            y += score[s] * value[d];
+        }
+        out[((long long)b * T + t) * C + h * hs + d] = y / total;
+    }
+}
+
+// ---------------------------------------------------------------- pick_rows
+
+// One row of logits per block: grid (R), block (RED_THREADS).
+//   probs[r] = the processed distribution: greedy -> one-hot at the first largest logit
+//   (NaN everywhere if a logit is not finite, as the xp path's + 0 * sum does); else
+//   softmax(z / temperature) with z = logits - max (no top-k / top-p here).
+//   tokens[r] (when has_tokens) = inverse CDF at u[r] (u_scalar when not has_u_array): the number of ids whose cumulative
+//   mass (float64) is <= u * total, capped at V - 1. finite[r] (when has_finite) = 1 if every
+//   logit is finite.
+//   probs is written only when has_probs. Outputs are strided (token_stride) so that a
+//   caller can pack a token next to its finite flag in one array.
+extern "C" __global__ void pick_rows(const float* logits, int V, int greedy, float temperature,
+                                     const double* u, double u_scalar, int has_u_array,
+                                     float* probs, int has_probs,
+                                     long long* tokens, int has_tokens, long long* finite,
+                                     int has_finite, int token_stride) {
+    __shared__ float scratch[RED_THREADS + 1];
+    __shared__ double prefix[RED_THREADS + 1];
+    __shared__ int arg[RED_THREADS];
+    int r = blockIdx.x, t = threadIdx.x, n = blockDim.x;
+    const float* z = logits + (long long)r * V;
+    float* p = probs + (long long)r * V;
+
+    int bad = 0, best_i = V;  // this thread's first largest logit
+    float best = 0.0f;
+    for (int i = t; i < V; i += n) {
+        float v = z[i];
+        if (!isfinite(v)) bad = 1;
+        if (best_i == V || v > best) { best = v; best_i = i; }
+    }
+    float any_bad = block_max((float)bad, scratch);
+    scratch[t] = best;  // first largest over threads: the largest value, then the lowest id
+    arg[t] = best_i;
+    __syncthreads();
+    if (t == 0) {
+        for (int i = 1; i < n; i++)
+            if (arg[i] < V && (arg[0] == V || scratch[i] > scratch[0] ||
+                               (scratch[i] == scratch[0] && arg[i] < arg[0]))) {
+                scratch[0] = scratch[i];
+                arg[0] = arg[i];
+            }
+    }
+    __syncthreads();
+    int top_i = arg[0];
+    float top = scratch[0];
+    __syncthreads();
+
+    // this thread's contiguous chunk of ids, so that the CDF is a prefix over threads
+    int chunk = (V + n - 1) / n, lo = t * chunk, hi = min(V, lo + chunk);
+    float local = 0.0f;
+    if (!greedy)
+        for (int i = lo; i < hi; i++) local += expf((float)((double)(z[i] - top) / temperature));
+    float e_total = greedy ? 1.0f : block_sum(local, scratch);
+    double mass = 0.0;
+    for (int i = lo; i < hi; i++) {
+        float pi;
+        if (greedy) pi = any_bad > 0.0f ? SPECDEC_NAN() : (i == top_i ? 1.0f : 0.0f);
+        else pi = expf((float)((double)(z[i] - top) / temperature)) / e_total;
+        if (has_probs) p[i] = pi;
+        mass += (double)pi;
+    }
+    if (!has_tokens) {
+        if (t == 0 && has_finite) finite[(long long)r * token_stride] = any_bad > 0.0f ? 0 : 1;
+        return;
+    }
+    block_prefix(mass, prefix);
+    double limit = (has_u_array ? u[r] : u_scalar) * prefix[n];
+    double run = prefix[t];
+    float count = 0.0f;
+    for (int i = lo; i < hi; i++) {
+        float pi;
+        if (greedy) pi = any_bad > 0.0f ? SPECDEC_NAN() : (i == top_i ? 1.0f : 0.0f);
+        else pi = expf((float)((double)(z[i] - top) / temperature)) / e_total;
+        run += (double)pi;
+        if (run <= limit) count += 1.0f;
+    }
+    float below = block_sum(count, scratch);
+    if (t == 0) {
+        long long id = (long long)below;
+        tokens[(long long)r * token_stride] = id < V - 1 ? id : V - 1;
+        if (has_finite) finite[(long long)r * token_stride] = any_bad > 0.0f ? 0 : 1;
+    }
+}
+
+// ---------------------------------------------------------------- decide_packed
+
+// The whole verification of a round in one block (block: RED_THREADS):
+//   a_i = min(1, p_i(x_i) / q_i(x_i)); n = first i < k with u_i >= a_i, else k;
+//   row = norm(max(0, p_n - q_n)) (q_k = 0: the bonus row p_k), p_n itself if that is all 0;
+//   token = inverse CDF of row at u_k.
+// out int64 [k + 3] = (n, token, x_0..x_{k-1}, 1 if every p and q entry is finite else 0):
+// the round's one transfer, packed.
+extern "C" __global__ void decide_packed(const float* p, const float* q, const long long* x,
+                                         const double* u, int k, int V, long long* out) {
+    __shared__ float scratch[RED_THREADS + 1];
+    __shared__ double prefix[RED_THREADS + 1];
+    __shared__ int first_rejected;
+    int t = threadIdx.x, n_threads = blockDim.x;
+
+    int bad = 0;
+    for (long long i = t; i < (long long)(2 * k + 1) * V; i += n_threads) {
+        float v = i < (long long)(k + 1) * V ? p[i] : q[i - (long long)(k + 1) * V];
+        if (!isfinite(v)) bad = 1;
+    }
+    float any_bad = block_max((float)bad, scratch);
+    if (t == 0) {
+        int n = k;
+        for (int i = 0; i < k; i++) {
+            float a = fminf(1.0f, p[(long long)i * V + x[i]] / q[(long long)i * V + x[i]]);
+            if (u[i] >= (double)a) { n = i; break; }
+        }
+        first_rejected = n;
+    }
+    __syncthreads();
+    int n = first_rejected;
+    const float* pn = p + (long long)n * V;
+    const float* qn = n < k ? q + (long long)n * V : 0;
+
+    int chunk = (V + n_threads - 1) / n_threads, lo = t * chunk, hi = min(V, lo + chunk);
+    double r_sum = 0.0, p_sum = 0.0;  // this chunk's residual mass, and p_n's
+    for (int i = lo; i < hi; i++) {
+        double r = (double)pn[i] - (qn ? (double)qn[i] : 0.0);
+        r_sum += r > 0.0 ? r : 0.0;
+        p_sum += (double)pn[i];
+    }
+    block_prefix(p_sum, prefix);
+    double p_total = prefix[n_threads];
+    __syncthreads();
+    block_prefix(r_sum, prefix);
+    double r_total = prefix[n_threads];
+    bool residual = r_total > 0.0;
+    // the row is r / r_total (or p / p_total); its CDF is the prefix of the same terms
+    double norm = residual ? r_total : p_total;
+    if (!residual) {
+        __syncthreads();
+        block_prefix(p_sum, prefix);
+    }
+    double limit = u[k] * (prefix[n_threads] / norm);
+    double run = prefix[t] / norm;
+    float count = 0.0f;
+    for (int i = lo; i < hi; i++) {
+        double r = (double)pn[i] - (qn ? (double)qn[i] : 0.0);
+        run += (residual ? (r > 0.0 ? r : 0.0) : (double)pn[i]) / norm;
+        if (run <= limit) count += 1.0f;
+    }
+    float below = block_sum(count, scratch);
+    if (t == 0) {
+        long long id = (long long)below;
+        out[0] = n;
+        out[1] = id < V - 1 ? id : V - 1;
+        out[2 + k] = any_bad > 0.0f ? 0 : 1;
+    }
+    for (int i = t; i < k; i += n_threads) out[2 + i] = x[i];
+}

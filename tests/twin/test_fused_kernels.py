@@ -1,0 +1,271 @@
+"""The fused kernels (gpu/kernels.cu), run as written on the CPU, against their NumPy bodies.
+
+No GPU is needed: tests/twin/cuda_emulator.py compiles the CUDA source with the host's C++
+compiler (one host thread per CUDA thread, barriers for __syncthreads) and runs the exact
+plans gpu/fused.py would launch on a device -- grid, block, argument list and types. Each
+kernel is compared with the body NumPy mode runs (the unfused xp composition) on the cases
+where a kernel goes wrong: ties, NaN, masks, a cache with history, a rejection, p == q.
+Then a whole tiny twin runs its loops with every fused call going through the emulator
+instead of its body, and must emit the reference's tokens. With nvcc installed, the source
+is also compiled for the H200's architecture (sm_90): what the device's NVRTC will see.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from gpu import fused, kernel_module
+from gpu.kernel_module import MAX_ROWS, SOURCE, Plan
+from gpu.kv_cache import KVCache
+from reference.sampling import GREEDY, SamplingParams
+from tests.twin.cuda_emulator import Emulator, compiler
+
+pytestmark = pytest.mark.skipif(compiler() is None, reason="no C++ compiler (g++) on this machine")
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory):
+    return Emulator(tmp_path_factory.mktemp("kernels"))
+
+
+def rows(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+@pytest.mark.parametrize("R", [1, 6, MAX_ROWS])
+@pytest.mark.parametrize(
+    "options", ["plain", "bias", "ln+bias+gelu", "bias+resid", "ln, no bias (the output layer)"]
+)
+def test_fused_linear_matches_its_body(emulator, R, options):
+    rng = np.random.default_rng(R)
+    C_in, N = 72, 100  # N not a multiple of the block's 32 columns: the edge block is tested
+    x, w = rows(rng, R, C_in), rows(rng, C_in, N, scale=0.1)
+    kwargs = {}
+    if "bias" in options and "no bias" not in options:
+        kwargs["bias"] = rows(rng, N)
+    if "ln" in options:
+        kwargs["ln"] = (rows(rng, C_in), rows(rng, C_in), 1e-5)
+    if "gelu" in options:
+        kwargs["act"] = "gelu"
+    if "resid" in options:
+        kwargs["resid"] = rows(rng, R, N)
+    plan = fused.linear_plan(x, w, **kwargs)
+    emulator.launch(plan)
+    np.testing.assert_allclose(plan.result, fused.linear_body(x, w, **kwargs), atol=2e-5)
+
+
+def test_the_output_layer_reads_its_row_major_copy(emulator):
+    rng = np.random.default_rng(1)
+    wte, h = rows(rng, 40, 24), rows(rng, 3, 24)
+    plan = fused.linear_plan(h, wte.T, w_rows=np.ascontiguousarray(wte.T))
+    emulator.launch(plan)
+    np.testing.assert_allclose(plan.result, h @ wte.T, atol=1e-5)
+
+
+def test_layer_norm_and_embedding_match_their_bodies(emulator):
+    rng = np.random.default_rng(2)
+    x, g, b = rows(rng, 5, 200, scale=3.0), rows(rng, 200), rows(rng, 200)
+    plan = fused.layer_norm_plan(x, g, b, 1e-5)
+    emulator.launch(plan)
+    np.testing.assert_allclose(plan.result, fused.layer_norm(x, g, b, 1e-5), atol=1e-5)
+    wte, wpe, tokens = rows(rng, 50, 16), rows(rng, 30, 16), rng.integers(0, 50, 4)
+    for positions in (slice(7, 11), rng.integers(0, 30, 4)):  # a sequence's, a tree's
+        plan = fused.embed_plan(wte, wpe, tokens, positions)
+        emulator.launch(plan)
+        np.testing.assert_array_equal(plan.result, fused.embed_body(wte, wpe, tokens, positions))
+
+
+def filled(cache, lengths):
+    # random history in every slot; `lengths` committed slots (an int, or one per batch row)
+    rng = np.random.default_rng(3)
+    cache.k[:], cache.v[:] = rows(rng, *cache.k.shape), rows(rng, *cache.v.shape)
+    cache.length = lengths
+    return cache
+
+
+@pytest.fixture(scope="module")
+def tiny_twin():
+    # a twin model of 4 heads, 32 wide: the body's config and attend (its weights unused)
+    import gpu
+    from reference.config import GPTConfig
+    from reference.model import init_params
+
+    cfg = GPTConfig(n_vocab=16, n_ctx=32, n_embd=32, n_head=4, n_layer=2)
+    return gpu.GPT(cfg, init_params(cfg, np.random.default_rng(0)))
+
+
+CASES = ["prefill", "one step after history", "a verification pass", "a tree's mask",
+         "no cache", "a ragged batch", "a batch of one-token steps"]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cached_attention_matches_its_body_and_writes_the_same_slots(emulator, tiny_twin, case):
+    from gpu.batch import BatchKVCache
+    from reference.batch import batch_placement
+    from reference.model import causal_placement
+
+    rng = np.random.default_rng(4)
+    C = tiny_twin.config.n_embd
+    start = {"prefill": 0, "no cache": 0}.get(case, 5)
+    T = 1 if case in ("one step after history", "a batch of one-token steps") else 4
+    if "batch" in case:  # rows of different histories, one of them with padding, one idle
+        length = np.array([5, 0, 9])
+        n_new = np.array([T, T - 1, 0]) if T > 1 else np.array([1, 1, 0])
+        at = batch_placement(length, n_new, T)
+        make = lambda: filled(BatchKVCache(3, 2, 4, 8, 16), length.copy())  # noqa: E731
+    else:
+        at = causal_placement(start, T)
+        make = lambda: filled(KVCache(2, 4, 8, 16), start)  # noqa: E731
+    if case == "a tree's mask":
+        mask = rng.random((T, start + T)) < 0.6
+        mask[:, 0] = True  # every node sees the first committed slot
+        at = dataclasses.replace(at, mask=mask, positions=start + rng.integers(0, T, T))
+    qkv = rows(rng, int(np.prod(at.shape)), 3 * C)
+    caches = [None, None] if case == "no cache" else [make(), make()]
+    want = fused.attention_body(tiny_twin, qkv, 1, caches[0], at)
+    plan = fused.attention_plan(tiny_twin, qkv, 1, caches[1], at)
+    emulator.launch(plan)
+    real = slice(None) if "batch" not in case else (np.arange(T)[None, :] < n_new[:, None]).ravel()
+    np.testing.assert_allclose(plan.result[real], want[real], atol=1e-5)  # padding: discarded
+    if caches[0] is not None:
+        np.testing.assert_array_equal(caches[1].k, caches[0].k)
+        np.testing.assert_array_equal(caches[1].v, caches[0].v)
+
+
+def run_pick(emulator, logits, params, u, on_device: bool):
+    R, V = logits.shape
+    probs, tokens, finite = (
+        np.zeros((R, V), np.float32),
+        np.zeros(R, np.int64),
+        np.zeros(R, np.int64),
+    )
+    args = (logits, params, u, probs, tokens, finite)
+    emulator.launch(fused.pick_plan(*args)) if on_device else fused.pick_body(*args)
+    return probs, tokens, finite
+
+
+@pytest.mark.parametrize("params", [GREEDY, SamplingParams(temperature=0.7), SamplingParams()])
+def test_pick_matches_its_body(emulator, params):
+    rng = np.random.default_rng(5)
+    V = 300  # more ids than the block's threads: chunks of two
+    logits = rows(rng, 5, V, scale=3.0)
+    logits[1, [40, 7]] = logits[1].max() + 1.0  # a tie: the first id wins, as np.argmax's
+    logits[3, 11] = np.nan
+    u = rng.random(5)
+    got, want = (run_pick(emulator, logits, params, u, on) for on in (True, False))
+    np.testing.assert_allclose(got[0], want[0], atol=1e-6)  # NaN rows alike (greedy)
+    fine = [0, 1, 2, 4]  # row 3's draw is meaningless (its flag stops the loop)
+    np.testing.assert_array_equal(got[1][fine], want[1][fine])
+    np.testing.assert_array_equal(got[2], [1, 1, 1, 0, 1])
+    if params.greedy:
+        assert got[1][1] == 7
+
+
+def test_pick_packs_the_autoregressive_token_and_flag_with_a_scalar_uniform(emulator):
+    rng = np.random.default_rng(6)
+    logits = rows(rng, 1, 257)
+    for params in (GREEDY, SamplingParams(temperature=1.2)):
+        packed = [np.zeros(2, np.int64), np.zeros(2, np.int64)]
+        fused.pick_body(logits, params, 0.4, None, packed[0][:1], packed[0][1:])
+        emulator.launch(fused.pick_plan(logits, params, 0.4, None, packed[1][:1], packed[1][1:]))
+        np.testing.assert_array_equal(packed[1], packed[0])
+
+
+@pytest.mark.parametrize("case", ["a rejection", "all accepted", "p == q at the rejection", "NaN"])
+def test_decide_packed_matches_its_body(emulator, case):
+    rng = np.random.default_rng(7)
+    k, V = 4, 300
+    p = rng.random((k + 1, V)).astype(np.float32)
+    q = rng.random((k, V)).astype(np.float32)
+    p, q = p / p.sum(-1, keepdims=True), q / q.sum(-1, keepdims=True)
+    x, u = rng.integers(0, V, k), rng.random(k + 1)
+    u[:2] = 0.0  # the first two drafts are accepted whatever their ratio
+    if case == "all accepted":
+        u[:k] = 0.0
+    if case == "p == q at the rejection":  # rejected at 2 with a residual of zero mass:
+        q[2] = p[2]  # the row falls back to p_2 itself
+        q[2, x[2]] *= np.float32(1.0000005)  # p/q a hair under 1 ...
+        u[2] = 0.99999999  # ... and a uniform above it
+    if case == "NaN":
+        q[1, 3] = np.nan
+    want = fused.decide_body(p, q, x, u)
+    plan = fused.decide_plan(p, q, x, u)
+    emulator.launch(plan)
+    np.testing.assert_array_equal(plan.result, want)
+    if case == "all accepted":
+        assert want[0] == k
+    if case == "a rejection":
+        assert want[0] < k
+    if case == "p == q at the rejection":
+        assert want[0] == 2
+
+
+@pytest.fixture
+def kernels_in_the_emulator(emulator, monkeypatch):
+    """Every fused call of the twin goes to the emulator, as it would go to the device."""
+
+    class Module:
+        def get_function(self, name):
+            return lambda grid, block, args: emulator.launch(Plan(name, grid, block, args, None))
+
+    monkeypatch.setattr(kernel_module, "KERNELS_ON", True)
+    monkeypatch.setattr(kernel_module, "compiled_module", lambda: Module())
+
+
+def test_a_twin_running_the_kernels_emits_the_references_tokens(kernels_in_the_emulator):
+    import gpu
+    from reference.autoregressive import generate as reference_generate
+    from reference.config import GPTConfig
+    from reference.drafters import ModelDrafter
+    from reference.model import GPT, init_params
+    from reference.speculative import speculative_generate as reference_speculative
+
+    def model(n_layer, n_embd, seed):
+        cfg = GPTConfig(n_vocab=40, n_ctx=32, n_embd=n_embd, n_head=2, n_layer=n_layer)
+        return GPT(cfg, init_params(cfg, np.random.default_rng(seed), std=0.3))
+
+    target, draft = model(2, 32, 0), model(1, 16, 1)
+    prompt = np.array([3, 1, 4, 1, 5], dtype=np.int64)
+    twin = gpu.GPT(target.config, target.params)  # built with the kernels on: wte_rows too
+    assert twin.wte_rows is not None
+    want = reference_generate(target, prompt, max_new_tokens=3, rng=np.random.default_rng(0))
+    got = gpu.generate(twin, prompt, max_new_tokens=3, rng=np.random.default_rng(0))
+    assert got == want
+    twin_draft = gpu.ModelDrafter(gpu.GPT(draft.config, draft.params))
+    kwargs = dict(k=3, max_new_tokens=5, sampling=GREEDY)
+    ours = gpu.speculative_generate(
+        twin, twin_draft, prompt, rng=np.random.default_rng(1), **kwargs
+    )
+    theirs = reference_speculative(
+        target, ModelDrafter(draft), prompt, rng=np.random.default_rng(1), **kwargs
+    )
+    assert list(ours.tokens) == list(theirs.tokens)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no CUDA compiler (nvcc) on this machine")
+def test_the_kernels_compile_for_the_h200(tmp_path):
+    defines = [f"-D{n}={getattr(kernel_module, n)}" for n in ("MAX_ROWS", "MAX_S", "MAX_HS")]
+    done = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-cubin", *defines, "-o", str(tmp_path / "k.cubin"), str(SOURCE)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr.lower(), done.stderr
+
+
+def test_the_preflights_kernel_check_passes_on_the_emulator(kernels_in_the_emulator, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_preflight.py"
+    spec = importlib.util.spec_from_file_location("preflight", script)
+    preflight = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(preflight)
+    preflight.fused_kernels()
+    assert "ok    fused kernels: compiled in" in capsys.readouterr().out
+    assert kernel_module.KERNELS_ON  # nothing was turned off
