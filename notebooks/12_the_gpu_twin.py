@@ -500,7 +500,8 @@ for name, n in step.by_name.most_common():
 print(f"{step.count:3d}  in all: {target.config.n_layer} blocks of "
       f"{step.by_name['fused fused_linear'] // target.config.n_layer} fused linears and one "
       "attention, the embedding, the output layer")
-assert step.by_name["fused cached_attention"] == target.config.n_layer
+assert step.by_name["fused cached_attention"] == target.config.n_layer, (
+    f"one fused attention per block expected: {dict(step.by_name)}")
 
 # %% [markdown]
 # Fusing took each loop's launches down about eightfold (docs/gpu.md has the counts before:
