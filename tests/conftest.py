@@ -222,7 +222,7 @@ LONGEST_FILES = (
     "distribution/test_lookup_law.py",  # 15 (16)
     "interop/test_grade_samplers.py",  # 15
     "twin/test_twin_loop.py",  # 15
-    "twin/test_fused_kernels.py",  # 12 (the CUDA emulator)
+    "twin/test_fused_kernels.py",  # 7 (the CUDA emulator)
     "twin/test_batch_drafting.py",  # 9
     "distribution/test_batch_law.py",  # 10 (12)
 )

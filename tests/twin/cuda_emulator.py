@@ -5,10 +5,11 @@ The twin's kernels cannot be run without a GPU, but they can be run as written: 
 harness in which `threadIdx` / `blockIdx` are per-thread variables, `__shared__` memory is
 one static array per kernel (blocks run one after another), and `__syncthreads()` is a
 `std::barrier` across the block's threads. A launch runs the grid's blocks in turn on
-blockDim host threads. What this checks: the kernels' index arithmetic, their barriers,
-their arithmetic and the argument lists gpu/fused.py builds (each argument's C type is checked
-against the array's dtype or the scalar's NumPy type). What it cannot check: warp timing
-and the device's own float rounding (compare with a tolerance).
+blockDim host threads, taken from a pool started once. What this checks: the kernels' index
+arithmetic, their barriers, their arithmetic and the argument lists gpu/fused.py builds
+(each argument's C type is checked against the array's dtype or the scalar's NumPy type).
+What it cannot check: warp timing and the device's own float rounding (compare with a
+tolerance).
 
 `Emulator.launch(plan)` runs a `gpu.kernel_module.Plan` in place on NumPy arrays.
 """
@@ -30,8 +31,10 @@ HARNESS = r"""
 #include <algorithm>
 #include <barrier>
 #include <cmath>
+#include <condition_variable>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <thread>
 #include <vector>
 using std::isfinite;
@@ -47,26 +50,54 @@ static void __syncthreads() { block_barrier->arrive_and_wait(); }
 #define SPECDEC_NAN() std::numeric_limits<float>::quiet_NaN()
 #include "KERNELS"
 
+// A pool of host threads, one per CUDA thread of the widest block so far, started once and
+// reused by every launch (starting threads is most of an emulated launch's time). Thread t
+// of a launch runs every block of the grid in turn, meeting the others at a barrier after
+// each, so that one block's __shared__ arrays are free for the next.
+// (made on the heap and never destroyed: the pool's threads still wait on them at exit)
+static std::mutex& pool_lock = *new std::mutex;
+static std::condition_variable& job_posted = *new std::condition_variable;
+static std::condition_variable& job_done = *new std::condition_variable;
+static long generation = 0;  // one per launch
+static int pool_size = 0, running = 0;
+static const std::function<void()>* job = nullptr;
+
+static void worker(int t, long seen) {
+    threadIdx = dim3{(unsigned)t, 0, 0};
+    for (;;) {
+        std::unique_lock<std::mutex> lock(pool_lock);
+        job_posted.wait(lock, [&] { return generation != seen; });
+        seen = generation;
+        bool mine = t < (int)blockDim.x;
+        lock.unlock();
+        if (!mine) continue;
+        for (unsigned z = 0; z < gridDim.z; z++)
+            for (unsigned y = 0; y < gridDim.y; y++)
+                for (unsigned x = 0; x < gridDim.x; x++) {
+                    blockIdx = dim3{x, y, z};
+                    (*job)();
+                    block_barrier->arrive_and_wait();
+                }
+        lock.lock();
+        if (--running == 0) job_done.notify_one();
+    }
+}
+
 static void run_grid(int gx, int gy, int gz, int bx, const std::function<void()>& kernel) {
-    // bx host threads for the whole launch; they run the blocks in turn, meeting at a
-    // barrier after each, so that one block's __shared__ arrays are free for the next
-    gridDim = dim3{(unsigned)gx, (unsigned)gy, (unsigned)gz};
-    blockDim = dim3{(unsigned)bx, 1, 1};
     std::barrier<> barrier(bx);
-    block_barrier = &barrier;
-    std::vector<std::thread> threads;
-    for (int t = 0; t < bx; t++)
-        threads.emplace_back([&, t] {
-            threadIdx = dim3{(unsigned)t, 0, 0};
-            for (int z = 0; z < gz; z++)
-                for (int y = 0; y < gy; y++)
-                    for (int x = 0; x < gx; x++) {
-                        blockIdx = dim3{(unsigned)x, (unsigned)y, (unsigned)z};
-                        kernel();
-                        barrier.arrive_and_wait();
-                    }
-        });
-    for (auto& th : threads) th.join();
+    {
+        std::lock_guard<std::mutex> guard(pool_lock);
+        for (; pool_size < bx; pool_size++) std::thread(worker, pool_size, generation).detach();
+        gridDim = dim3{(unsigned)gx, (unsigned)gy, (unsigned)gz};
+        blockDim = dim3{(unsigned)bx, 1, 1};
+        block_barrier = &barrier;
+        job = &kernel;
+        running = bx;
+        generation++;
+    }
+    job_posted.notify_all();
+    std::unique_lock<std::mutex> lock(pool_lock);
+    job_done.wait(lock, [] { return running == 0; });
 }
 """
 

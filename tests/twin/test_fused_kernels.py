@@ -236,11 +236,11 @@ def test_a_twin_running_the_kernels_emits_the_references_tokens(kernels_in_the_e
     prompt = np.array([3, 1, 4, 1, 5], dtype=np.int64)
     twin = gpu.GPT(target.config, target.params)  # built with the kernels on: wte_rows too
     assert twin.wte_rows is not None
-    want = reference_generate(target, prompt, max_new_tokens=3, rng=np.random.default_rng(0))
-    got = gpu.generate(twin, prompt, max_new_tokens=3, rng=np.random.default_rng(0))
+    want = reference_generate(target, prompt, max_new_tokens=6, rng=np.random.default_rng(0))
+    got = gpu.generate(twin, prompt, max_new_tokens=6, rng=np.random.default_rng(0))
     assert got == want
     twin_draft = gpu.ModelDrafter(gpu.GPT(draft.config, draft.params))
-    kwargs = dict(k=3, max_new_tokens=5, sampling=GREEDY)
+    kwargs = dict(k=3, max_new_tokens=8, sampling=GREEDY)
     ours = gpu.speculative_generate(
         twin, twin_draft, prompt, rng=np.random.default_rng(1), **kwargs
     )
