@@ -13,9 +13,10 @@ What differs from reference/model.py, and why:
   residual -- the reference's block in the order it is written, in 5 launches instead of
   ~45 (a batch's attention keeps the reference's steps: its rows write at ragged slots).
   The embedding is one launch, LN_f + the tied output layer another. Longer passes (a
-  prefill, a large batch) run the reference's block with `xp` (cuBLAS matmuls on a GPU):
-  there FLOPs, not launches, price a step. In NumPy mode both compute the same NumPy calls,
-  so the twin's numbers there are the unfused twin's, bit for bit.
+  prefill, a large batch) run the reference's block, its linears `xp` matmuls (cuBLAS on a
+  GPU: there FLOPs, not launches, price a step) and its attention still the fused kernel.
+  In NumPy mode every kernel runs its body, the same NumPy calls, so the twin's numbers
+  there are the unfused twin's, bit for bit.
 * The layer functions (GELU fused with `cupy.fuse`, a causal mask built on the device) are in
   gpu/layers.py; a tree's or a batch's positions and mask (built on the host from the tree /
   the rows' pointers) are copied over once per pass (`placed`).
