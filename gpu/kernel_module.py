@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +83,19 @@ def turn_off(why: str) -> None:
     # the bodies run from now on (compile failure, or the preflight found wrong numbers)
     global KERNELS_ON, WHY_OFF
     KERNELS_ON, WHY_OFF = False, why
+
+
+@contextmanager
+def kernels_off(why: str):
+    """`with kernels_off("...")`: the bodies run inside (the bench times the unfused twin on
+    the same device), the kernels' state as it was afterwards."""
+    global KERNELS_ON, WHY_OFF
+    before = KERNELS_ON, WHY_OFF
+    turn_off(why)
+    try:
+        yield
+    finally:
+        KERNELS_ON, WHY_OFF = before
 
 
 def run_fused(name: str, body: Callable, plan: Callable, *args, **kwargs):

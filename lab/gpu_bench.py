@@ -276,6 +276,17 @@ def reference_rate(
     return n / s
 
 
+def unfused_rate(prompts, k: int, max_new_tokens: int, drafter: str, tree_widths) -> float | None:
+    # the twin's speculative tok/s at k with its fused kernels off (SPECDEC_GPU_FUSED=0's
+    # path, one repeat): against the twin's own row, what the kernels bought on this device.
+    # None where they never run (NumPy mode, or turned off)
+    if not kernel_module.KERNELS_ON:
+        return None
+    with kernel_module.kernels_off("the bench's unfused row"):
+        rows = twin_rows(prompts, [k], max_new_tokens, 1, drafter, tree_widths)[f"k={k}"]
+    return sum(r["tokens"] for r in rows) / sum(r["seconds"] for r in rows)
+
+
 def transformers_rate(prompts, k: int, max_new_tokens: int) -> float | None:
     # assisted generation (greedy) on the GPU with the same pair; None without CUDA torch
     try:
@@ -360,6 +371,10 @@ def main(argv: list[str] | None = None) -> None:
         reference_label: optional_row(
             reference_label,
             lambda: reference_rate(prompts, best, args.max_new_tokens, args.drafter, widths),
+        ),
+        "the twin without its fused kernels (SPECDEC_GPU_FUSED=0) tok/s at best k": optional_row(
+            "the twin without its fused kernels",
+            lambda: unfused_rate(prompts, best, args.max_new_tokens, args.drafter, widths),
         ),
         "transformers assisted generation (GPU) tok/s at best k": (
             optional_row(

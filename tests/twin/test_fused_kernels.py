@@ -272,3 +272,16 @@ def test_the_preflights_kernel_check_passes_on_the_emulator(kernels_in_the_emula
     preflight.fused_kernels()
     assert "ok    fused kernels: compiled in" in capsys.readouterr().out
     assert kernel_module.KERNELS_ON  # nothing was turned off
+
+
+def test_the_bench_times_the_unfused_twin_only_where_the_kernels_run(kernels_in_the_emulator):
+    from lab import gpu_bench
+    from lab.bench import held_out_code_prompts
+
+    prompts = held_out_code_prompts(1)
+    rate = gpu_bench.unfused_rate(prompts, 2, 4, "model", None)  # the bodies: nothing emulated
+    assert rate is not None and rate > 0
+    assert kernel_module.KERNELS_ON, "the kernels must be back on after the unfused row"
+    with kernel_module.kernels_off("a test"):
+        assert gpu_bench.unfused_rate(prompts, 2, 4, "model", None) is None
+        assert kernel_module.kernel_state() == "off (a test)"
