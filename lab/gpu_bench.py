@@ -289,12 +289,16 @@ def unfused_rate(prompts, k: int, max_new_tokens: int, drafter: str, tree_widths
 
 def transformers_rate(prompts, k: int, max_new_tokens: int) -> float | None:
     # assisted generation (greedy) on the GPU with the same pair; None without CUDA torch
+    # (asked before transformers' model classes are imported: that import alone takes seconds)
     try:
         import torch
-        from transformers import GPT2LMHeadModel
     except ImportError:
         return None
     if not torch.cuda.is_available():
+        return None
+    try:
+        from transformers import GPT2LMHeadModel
+    except ImportError:
         return None
     target = GPT2LMHeadModel.from_pretrained(TARGET_DIR, dtype=torch.float32).cuda().eval()
     draft = GPT2LMHeadModel.from_pretrained(DRAFT_DIR, dtype=torch.float32).cuda().eval()
