@@ -237,7 +237,7 @@ class GPT:
         self, qkv: np.ndarray, i: int, cache: KVCache | None, at: Placement
     ) -> np.ndarray:
         # qkv [R, 3C] -> [R, C]: split into heads, write the new K/V, attend, merge the heads
-        # (the GPU twin runs all of it as one fused kernel for a sequence's or a tree's pass)
+        # (the GPU twin runs all of it as one fused kernel, for every kind of pass)
         C = qkv.shape[-1] // 3
         qkv = qkv.reshape(at.shape + (3 * C,))  # [..., T, 3C]
         q, k, v = (split_heads(qkv[..., j * C : (j + 1) * C], self.config.n_head) for j in range(3))
