@@ -43,9 +43,9 @@ import numpy as np
 from gpu.backend import to_device, to_host, xp
 from gpu.drafters import as_twin_drafter
 from gpu.model import GPT, as_twin_model
-from gpu.sampling import inverse_cdf, probabilities
+from gpu.sampling import probabilities
 from gpu.speculative import check_rows_finite, checked_draft
-from gpu.verification import residual_distribution
+from gpu.verification import decide_rows
 from reference import batch as reference_batch
 from reference.batch import (
     batch_placement,
@@ -66,7 +66,6 @@ __all__ = [
     "batched_forward",
     "batched_round",
     "batched_verification_pass",
-    "decide_rows",
     "new_batch_cache",
     "speculative_generate_batch",
 ]
@@ -74,6 +73,8 @@ __all__ = [
 
 class BatchKVCache(reference_batch.BatchKVCache):
     """The reference's BatchKVCache with its slots [B, L, nh, N, hs] in device memory."""
+
+    kernel_layout = "batch"  # gpu/kernels.cu's cached_attention reads these slots so
 
     def __init__(
         self,
@@ -90,8 +91,7 @@ class BatchKVCache(reference_batch.BatchKVCache):
         shape = (batch_size, n_layer, n_head, capacity, head_size)
         self.k = xp.zeros(shape, dtype=dtype)
         self.v = xp.zeros(shape, dtype=dtype)
-        self._scatter: tuple[bytes, object] | None = None  # the last pass's slots and index
-        self._rows: tuple[bytes, object] | None = None  # ... and its rows' pointers
+        self._per_pass: dict[str, tuple[bytes, object]] = {}  # the last pass's, by name
 
     def write(self, layer: int, start, n_new, k, v) -> None:
         # start [B], n_new [B] on the host; k/v [B, nh, T, hs] on the device: every row's
@@ -105,22 +105,27 @@ class BatchKVCache(reference_batch.BatchKVCache):
 
     def rows_on_device(self, start: np.ndarray, n_new: np.ndarray):
         # -> [2, B] int64 on the device: (start, n_new) of every row, what the fused attention
-        # kernel reads (gpu/fused.py); copied over once per pass, like the scatter's index
-        key = start.tobytes() + n_new.tobytes()
-        if self._rows is None or self._rows[0] != key:
-            self._rows = (key, to_device(np.stack([start, n_new]).astype(np.int64)))
-        return self._rows[1]
+        # kernel reads (gpu/fused.py)
+        return self.once_per_pass(
+            "rows", start, n_new, lambda: to_device(np.stack([start, n_new]).astype(np.int64))
+        )
 
     def scatter_index(self, start: np.ndarray, n_new: np.ndarray):
         # -> [3, n] on the device, (row b, slot start[b] + i, column i) for every real
-        # position i < n_new[b], or None when no row writes. Every layer of a pass writes the
-        # same slots, so the index is built and copied over once per pass, not once per layer.
-        key = start.tobytes() + n_new.tobytes()
-        if self._scatter is None or self._scatter[0] != key:
+        # position i < n_new[b], or None when no row writes
+        def build():
             row, column = ragged_positions(n_new)
-            index = np.stack([row, start[row] + column, column]) if len(row) else None
-            self._scatter = (key, None if index is None else to_device(index))
-        return self._scatter[1]
+            return to_device(np.stack([row, start[row] + column, column])) if len(row) else None
+
+        return self.once_per_pass("scatter", start, n_new, build)
+
+    def once_per_pass(self, name: str, start: np.ndarray, n_new: np.ndarray, build):
+        # build() for this pass's (start, n_new), once: every layer of a pass writes the same
+        # slots, so what describes them is built and copied over once per pass, not per layer
+        key = start.tobytes() + n_new.tobytes()
+        if name not in self._per_pass or self._per_pass[name][0] != key:
+            self._per_pass[name] = (key, build())
+        return self._per_pass[name][1]
 
 
 def ragged_positions(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -291,27 +296,6 @@ def batched_verification_pass(target: GPT, cache: BatchKVCache, contexts, drafts
     p, n_catch_up, h = verification_rows(target, cache, contexts, batch, sampling)
     rows = [None if d is None else p[b, : int(batch.k[b]) + 1] for b, d in enumerate(drafts)]
     return rows, n_catch_up.tolist(), h
-
-
-def decide_rows(p, q, tokens, u, k):
-    # p [B, K+1, V], q [B, K, V], tokens [B, K], u [B, K+1], k [B] drafts per row, all on the
-    # device -> int64 [B, 2] on the device: (accepted n, token) of every row at once.
-    # gpu/verification.py's `decide` on each row: positions past a row's own k_b are padding,
-    # a forced stop there as decide's stop at k; row b's last uniform is u[b, k_b].
-    B, K = tokens.shape
-    drafted = xp.arange(K)[None, :] < k[:, None]  # [B, K]
-    p_x = xp.take_along_axis(p[:, :K], tokens[..., None], axis=-1)[..., 0]  # p_i(x_i)
-    q_x = xp.take_along_axis(q, tokens[..., None], axis=-1)[..., 0]  # q_i(x_i); padding: 1
-    a = xp.minimum(1.0, p_x / xp.where(drafted, q_x, 1))
-    rejected = xp.concatenate([(u[:, :K] >= a) | ~drafted, xp.ones((B, 1), dtype=bool)], axis=1)
-    n = xp.argmax(rejected, axis=1)  # [B]: first rejection, or k_b
-    p_n = xp.take_along_axis(p, n[:, None, None], axis=1)[:, 0]  # [B, V]
-    q_ext = xp.concatenate([q, xp.zeros_like(p[:, :1])], axis=1)  # [B, K+1, V]
-    q_n = xp.take_along_axis(q_ext, n[:, None, None], axis=1)[:, 0]
-    q_n = xp.where((n < k)[:, None], q_n, 0)  # q_k = 0: the bonus row is p_k itself
-    u_last = xp.take_along_axis(u, k[:, None], axis=1)[:, 0]
-    token = inverse_cdf(residual_distribution(p_n, q_n), u_last)
-    return xp.stack([n, token], axis=1).astype(np.int64)
 
 
 def settle_rows(p, drafts: DraftBatch, rng: np.random.Generator) -> np.ndarray:

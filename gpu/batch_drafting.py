@@ -37,7 +37,7 @@ import numpy as np
 from gpu.backend import to_device, xp
 from gpu.batch import DraftBatch, RowDrafting, new_batch_cache
 from gpu.drafters import ModelDrafter
-from gpu.sampling import inverse_cdf, probabilities
+from gpu.fused import pick
 from reference.batch import batch_placement, pad_right
 from reference.drafters import Drafter
 
@@ -59,11 +59,11 @@ def drafts_together(drafters: list[Drafter]) -> bool:
     )
 
 
-# From two rows on, one batched pass costs no more device operations than the rows' own
+# From two rows on, one batched pass costs fewer device operations than the rows' own
 # passes: both run the fused block (gpu/model.py, 5 launches a block; a batch's attention is
 # the same kernel, reading each row's pointers). Counted on the stand-in (the bundled pair,
-# greedy, k=5, launches a round): row by row 231 / 354 / 423 at B = 2 / 3 / 4, batched 234 /
-# 288 / 288. One row keeps its own drafter: a batch of one gains nothing by the padding.
+# greedy, k=5, launches a round): row by row 231 / 354 / 423 at B = 2 / 3 / 4, batched 204 /
+# 258 / 258. One row keeps its own drafter: a batch of one gains nothing by the padding.
 BATCHED_FROM_ROWS = 2
 
 
@@ -134,12 +134,13 @@ class BatchModelDrafter:
         if K == 0:
             empty = xp.zeros((B, 0), dtype=np.int64), xp.zeros((B, 0, n_vocab), np.float32)
             return DraftBatch(*empty, k, live)
-        u = to_device(u)
+        u = to_device(np.ascontiguousarray(u.T))  # [K, B]: step i's uniforms side by side
         logits = self.last_logits(to_device(tokens), self.fed_context)  # [B, V]: q_1's
         drafted, rows = [], []
         for i in range(K):
-            rows.append(probabilities(logits, sampling))  # [B, V]
-            drafted.append(inverse_cdf(rows[-1], u[:, i]))  # [B]: x_i ~ q_i of every row
+            rows.append(xp.empty((B, n_vocab), dtype=np.float32))  # q_i of every row
+            drafted.append(xp.empty(B, dtype=np.int64))  # x_i ~ q_i of every row
+            pick(logits, sampling, u[i], probs=rows[-1], tokens=drafted[-1])  # one launch
             if i < K - 1:  # row b feeds x_i while it has drafts left to score (i < k_b - 1)
                 feeding = (i < k - 1).astype(np.int64)
                 logits = self.last_logits(drafted[-1][:, None], feeding)
@@ -158,7 +159,7 @@ class BatchModelDrafter:
             last = x[:, 0]  # a view
         else:
             last = x[xp.arange(B), to_device(np.maximum(n_new - 1, 0))]
-        logits = self.model.logits(self.model.norm(last, "ln_f"))  # [B, V]
+        logits = self.model.output(last)  # [B, V]: LN_f and the output layer, one launch
         return xp.where(to_device(n_new > 0)[:, None], logits, 0)
 
     def settle(self, accepted: list[int | None], h, last) -> None:

@@ -260,6 +260,17 @@ extern "C" __global__ void cached_attention(const float* qkv, int T, int C, int 
 
 // ---------------------------------------------------------------- pick_rows
 
+// id i's mass in a greedy row: one-hot at the first largest logit, NaN everywhere when a
+// logit is not finite (the xp path's + 0 * sum)
+__device__ float one_hot(int i, int top_i, bool bad) {
+    return bad ? SPECDEC_NAN() : (i == top_i ? 1.0f : 0.0f);
+}
+
+// exp((z - max) / T), the shift in float32 and the division in float64, as the xp path's
+__device__ float tempered(float z, float top, float temperature) {
+    return expf((float)((double)(z - top) / temperature));
+}
+
 // One row of logits per block: grid (R), block (RED_THREADS).
 //   probs[r] = the processed distribution: greedy -> one-hot at the first largest logit
 //   (NaN everywhere if a logit is not finite, as the xp path's + 0 * sum does); else
@@ -309,13 +320,12 @@ extern "C" __global__ void pick_rows(const float* logits, int V, int greedy, flo
     int chunk = (V + n - 1) / n, lo = t * chunk, hi = min(V, lo + chunk);
     float local = 0.0f;
     if (!greedy)
-        for (int i = lo; i < hi; i++) local += expf((float)((double)(z[i] - top) / temperature));
+        for (int i = lo; i < hi; i++) local += tempered(z[i], top, temperature);
     float e_total = greedy ? 1.0f : block_sum(local, scratch);
     double mass = 0.0;
     for (int i = lo; i < hi; i++) {
-        float pi;
-        if (greedy) pi = any_bad > 0.0f ? SPECDEC_NAN() : (i == top_i ? 1.0f : 0.0f);
-        else pi = expf((float)((double)(z[i] - top) / temperature)) / e_total;
+        float pi = greedy ? one_hot(i, top_i, any_bad > 0.0f)
+                          : tempered(z[i], top, temperature) / e_total;
         if (has_probs) p[i] = pi;
         mass += (double)pi;
     }
@@ -328,9 +338,8 @@ extern "C" __global__ void pick_rows(const float* logits, int V, int greedy, flo
     double run = prefix[t];
     float count = 0.0f;
     for (int i = lo; i < hi; i++) {
-        float pi;
-        if (greedy) pi = any_bad > 0.0f ? SPECDEC_NAN() : (i == top_i ? 1.0f : 0.0f);
-        else pi = expf((float)((double)(z[i] - top) / temperature)) / e_total;
+        float pi = greedy ? one_hot(i, top_i, any_bad > 0.0f)
+                          : tempered(z[i], top, temperature) / e_total;
         run += (double)pi;
         if (run <= limit) count += 1.0f;
     }
@@ -343,6 +352,12 @@ extern "C" __global__ void pick_rows(const float* logits, int V, int greedy, flo
 }
 
 // ---------------------------------------------------------------- decide_packed
+
+// max(0, p_i - q_i) in float64; q absent (the bonus row): p_i itself
+__device__ double residual(const float* p, const float* q, int i) {
+    double r = (double)p[i] - (q ? (double)q[i] : 0.0);
+    return r > 0.0 ? r : 0.0;
+}
 
 // The whole verification of a round in one block (block: RED_THREADS):
 //   a_i = min(1, p_i(x_i) / q_i(x_i)); n = first i < k with u_i >= a_i, else k;
@@ -379,8 +394,7 @@ extern "C" __global__ void decide_packed(const float* p, const float* q, const l
     int chunk = (V + n_threads - 1) / n_threads, lo = t * chunk, hi = min(V, lo + chunk);
     double r_sum = 0.0, p_sum = 0.0;  // this chunk's residual mass, and p_n's
     for (int i = lo; i < hi; i++) {
-        double r = (double)pn[i] - (qn ? (double)qn[i] : 0.0);
-        r_sum += r > 0.0 ? r : 0.0;
+        r_sum += residual(pn, qn, i);
         p_sum += (double)pn[i];
     }
     block_prefix(p_sum, prefix);
@@ -388,10 +402,10 @@ extern "C" __global__ void decide_packed(const float* p, const float* q, const l
     __syncthreads();
     block_prefix(r_sum, prefix);
     double r_total = prefix[n_threads];
-    bool residual = r_total > 0.0;
+    bool has_residual = r_total > 0.0;
     // the row is r / r_total (or p / p_total); its CDF is the prefix of the same terms
-    double norm = residual ? r_total : p_total;
-    if (!residual) {
+    double norm = has_residual ? r_total : p_total;
+    if (!has_residual) {
         __syncthreads();
         block_prefix(p_sum, prefix);
     }
@@ -399,8 +413,7 @@ extern "C" __global__ void decide_packed(const float* p, const float* q, const l
     double run = prefix[t] / norm;
     float count = 0.0f;
     for (int i = lo; i < hi; i++) {
-        double r = (double)pn[i] - (qn ? (double)qn[i] : 0.0);
-        run += (residual ? (r > 0.0 ? r : 0.0) : (double)pn[i]) / norm;
+        run += (has_residual ? residual(pn, qn, i) : (double)pn[i]) / norm;
         if (run <= limit) count += 1.0f;
     }
     float below = block_sum(count, scratch);

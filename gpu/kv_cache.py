@@ -18,6 +18,7 @@ __all__ = ["KVCache", "catch_up_tokens"]
 
 
 class KVCache(reference_kv_cache.KVCache):
+    kernel_layout = "sequence"  # [L, nh, N, hs] on the device: gpu/kernels.cu reads it so
     def __init__(
         self, n_layer: int, n_head: int, head_size: int, capacity: int, dtype=np.float32
     ) -> None:

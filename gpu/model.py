@@ -110,15 +110,10 @@ class GPT(reference_model.GPT):
 
     def multi_head_attention(self, qkv, i: int, cache, at: Placement):
         # qkv [R, 3C] -> [R, C]: one fused launch for a pass within the kernel's limits, with
-        # a twin cache (or none); else the reference's steps
-        from gpu.batch import BatchKVCache  # (gpu.batch imports this module)
-
+        # a twin cache whose slots the kernel knows (or none); else the reference's steps
         cfg = self.config
-        ours = (
-            type(cache) is BatchKVCache
-            if len(at.shape) == 2
-            else type(cache) in (type(None), KVCache)
-        )
+        layout = "sequence" if cache is None else getattr(cache, "kernel_layout", None)
+        ours = layout == ("batch" if len(at.shape) == 2 else "sequence")
         if ours and attention_fits(at, cfg.n_embd, cfg.n_head):
             return cached_attention(self, qkv, i, cache, at)
         return super().multi_head_attention(qkv, i, cache, at)
@@ -129,7 +124,11 @@ class GPT(reference_model.GPT):
 
     def forward_unchecked(self, tokens, cache=None):
         # tokens [T] -> logits [T, V]: the reference's, with LN_f fused into the output layer
-        x = self.residual_unchecked(tokens, cache)
+        return self.output(self.residual_unchecked(tokens, cache))
+
+    def output(self, x):  # residual rows [R, C] -> logits [R, V]: LN_f and the output layer
+        if x.shape[0] > MAX_ROWS:  # one LN launch, then cuBLAS (no fused linear that long)
+            return self.logits(self.norm(x, "ln_f"))
         wte = self.params["wte.weight"]
         return fused_linear(x, wte.T, ln=self.ln("ln_f"), w_rows=self.wte_rows)
 

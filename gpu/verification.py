@@ -38,6 +38,7 @@ __all__ = [
     "accepts",
     "bonus_token",
     "decide",
+    "decide_rows",
     "residual_distribution",
     "residual_token",
     "verify",
@@ -67,16 +68,30 @@ def bonus_token(p_bonus, rng: np.random.Generator) -> int:
 
 def decide(p_target, q_draft, draft_tokens, u):
     # p [k+1, V], q [k, V], tokens [k], u [k+1] uniforms, all on the device
-    # -> int64 [2] on the device: (accepted n, token)
-    k = draft_tokens.shape[0]
-    positions = xp.arange(k)
-    a = xp.minimum(1.0, p_target[positions, draft_tokens] / q_draft[positions, draft_tokens])
-    rejected = xp.concatenate([u[:k] >= a, xp.ones(1, dtype=bool)])  # [k+1]: a stop at k
-    n = xp.argmax(rejected)  # first rejection, or k
-    p_n = p_target[n]
-    q_n = xp.concatenate([q_draft, xp.zeros_like(p_target[:1])])[n]  # q_k = 0: p_k itself
-    token = inverse_cdf(residual_distribution(p_n, q_n), u[k])
-    return xp.stack([n, token]).astype(np.int64)
+    # -> int64 [2] on the device: (accepted n, token): one row of `decide_rows`
+    k = to_device(np.array([draft_tokens.shape[0]]))
+    return decide_rows(p_target[None], q_draft[None], draft_tokens[None], u[None], k)[0]
+
+
+def decide_rows(p, q, tokens, u, k):
+    # p [B, K+1, V], q [B, K, V], tokens [B, K], u [B, K+1], k [B] drafts per row, all on the
+    # device -> int64 [B, 2] on the device: (accepted n, token) of every row at once.
+    # The decision above on each row: positions past a row's own k_b are padding, a forced
+    # stop there as at k; row b's last uniform is u[b, k_b].
+    B, K = tokens.shape
+    drafted = xp.arange(K)[None, :] < k[:, None]  # [B, K]
+    p_x = xp.take_along_axis(p[:, :K], tokens[..., None], axis=-1)[..., 0]  # p_i(x_i)
+    q_x = xp.take_along_axis(q, tokens[..., None], axis=-1)[..., 0]  # q_i(x_i); padding: 1
+    a = xp.minimum(1.0, p_x / xp.where(drafted, q_x, 1))
+    rejected = xp.concatenate([(u[:, :K] >= a) | ~drafted, xp.ones((B, 1), dtype=bool)], axis=1)
+    n = xp.argmax(rejected, axis=1)  # [B]: first rejection, or k_b
+    p_n = xp.take_along_axis(p, n[:, None, None], axis=1)[:, 0]  # [B, V]
+    q_ext = xp.concatenate([q, xp.zeros_like(p[:, :1])], axis=1)  # [B, K+1, V]
+    q_n = xp.take_along_axis(q_ext, n[:, None, None], axis=1)[:, 0]
+    q_n = xp.where((n < k)[:, None], q_n, 0)  # q_k = 0: the bonus row is p_k itself
+    u_last = xp.take_along_axis(u, k[:, None], axis=1)[:, 0]
+    token = inverse_cdf(residual_distribution(p_n, q_n), u_last)
+    return xp.stack([n, token], axis=1).astype(np.int64)
 
 
 def verify_unchecked(p_target, q_draft, draft_tokens, rng: np.random.Generator) -> Verification:

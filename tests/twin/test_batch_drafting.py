@@ -14,7 +14,7 @@ import reference
 from gpu import batch as twin_batch
 from gpu.backend import counting_launches, to_host, xp
 from gpu.batch_drafting import BatchModelDrafter, batch_drafting
-from gpu.verification import decide
+from gpu.verification import decide, decide_rows
 from reference.batch import run_batch_rounds
 from reference.lookup import LookupDrafter
 from reference.sampling import GREEDY, SamplingParams
@@ -159,7 +159,8 @@ def test_who_drafts():
 
 
 def test_decide_rows_is_decide_on_every_row():
-    """Ragged rows (k_b = 0..K) padded to K: each row's (n, token) is `decide`'s on it."""
+    """Ragged rows (k_b = 0..K) padded to K: each row's (n, token) is `decide`'s on that row
+    alone, unpadded (test_twin_loop.py holds `decide` to the reference's walk)."""
     rng = np.random.default_rng(7)
     B, K, V = 6, 4, 9
     p = rng.dirichlet(np.ones(V) * 0.5, size=(B, K + 1)).astype(np.float32)
@@ -183,7 +184,7 @@ def test_decide_rows_is_decide_on_every_row():
 
 
 def decide_rows_on_device(p, q, tokens, u, k):
-    return twin_batch.decide_rows(*(xp.asarray(a) for a in (p, q, tokens, u, k)))
+    return decide_rows(*(xp.asarray(a) for a in (p, q, tokens, u, k)))
 
 
 def per_round(B: int, pair, strict: bool = False) -> float:
