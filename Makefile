@@ -56,7 +56,7 @@ MEASURING_TESTS := tests/unit/test_fast_cpu.py tests/unit/test_choose_k.py \
 	tests/unit/test_bench.py
 portable: $(VENV)/.stamp-dev
 	OPENBLAS_CORETYPE=$(PORTABLE_CORETYPE) SPECDEC_BLAS_THREADS=$(PORTABLE_THREADS) \
-		$(PY) -c "from lab.machine import *; use_blas_threads(); print('portable:', describe_machine().line())"
+		$(PY) -c "from specdec.machine import *; use_blas_threads(); print('portable:', describe_machine().line())"
 	OPENBLAS_CORETYPE=$(PORTABLE_CORETYPE) SPECDEC_BLAS_THREADS=$(PORTABLE_THREADS) \
 		$(PY) -m pytest -p no:cacheprovider -m "not gpu" $(MEASURING_TESTS)
 	OPENBLAS_CORETYPE=$(PORTABLE_CORETYPE) SPECDEC_BLAS_THREADS=1 \
@@ -68,7 +68,7 @@ portable: $(VENV)/.stamp-dev
 oracle: $(VENV)/.stamp-oracle
 	$(PY) -m pytest -m distribution $(ARGS)
 
-# grade one function in seconds, with plain-words hints (lab/grading/, docs/oracle.md):
+# grade one function in seconds, with plain-words hints (specdec/grading/, docs/oracle.md):
 #   make grade FILE=notebooks/exercises/my_verify.py:verify
 FILE ?= notebooks/exercises/my_verify.py:verify
 grade: $(VENV)/.stamp-oracle

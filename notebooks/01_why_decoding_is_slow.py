@@ -14,9 +14,9 @@
 # %% [markdown]
 # # 01 · Why one-token decoding is slow
 #
-# *Article §1 and §7. Code: `lab/costs.py`, `reference/model.py`, `reference/kv_cache.py`,
-# `lab/fast_cpu.py`, `lab/fast_cpu_plan.py`, `lab/session_costs.py`, `lab/roofline.py`,
-# `lab/machine.py`.*
+# *Article §1 and §7. Code: `specdec/costs.py`, `reference/model.py`, `reference/kv_cache.py`,
+# `specdec/fast_cpu.py`, `specdec/fast_cpu_plan.py`, `specdec/session_costs.py`,
+# `specdec/roofline.py`, `specdec/machine.py`.*
 #
 # A language model writes one token per call. Each call pushes **one** new position through
 # every weight matrix: the hidden state is a `[1, H]` row multiplied by an `[H, H]` matrix.
@@ -46,16 +46,16 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.fast_cpu import FEW_ROWS, fast, linear_few_rows
-from lab.fast_cpu_plan import describe_plan
-from lab.figures import plot_forward_costs, plot_matmul_times, plot_roofline
-from lab.machine import cache_sizes, describe_machine, mib, use_blas_threads
-from lab.roofline import floor_seconds, machine_rates, pass_products
-from lab.session_costs import session_costs
-from lab.standins import random_pair
+from specdec.bundled import bundled_pair_available, load_bundled_pair
+from specdec.fast_cpu import FEW_ROWS, fast, linear_few_rows
+from specdec.fast_cpu_plan import describe_plan
+from specdec.figures import plot_forward_costs, plot_matmul_times, plot_roofline
+from specdec.machine import cache_sizes, describe_machine, mib, use_blas_threads
+from specdec.roofline import floor_seconds, machine_rates, pass_products
+from specdec.session_costs import session_costs
+from specdec.standins import random_pair
 
-use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (specdec/machine.py)
 machine = describe_machine()
 print(machine.line())
 # figures go to a scratch folder, or to docs/figures when notebooks/render.py renders them
@@ -66,7 +66,7 @@ if bundled_pair_available():
     print("bundled trained pair (models/target, models/draft)")
 else:  # a checkout without models/: untrained stand-ins, the numbers still mean something
     target, draft = random_pair(seed=0)
-    print("models/ not found: random stand-ins (python -m training.train_pair makes the pair)")
+    print("models/ not found: random stand-ins (`python -m specdec.training.train_pair`)")
 print("target:", target.config)
 print("draft: ", draft.config)
 
@@ -78,7 +78,7 @@ print("draft: ", draft.config)
 # minimum is the figure that least depends on what else was running. If the product were
 # limited by arithmetic, time would grow in proportion to k; if it is limited by reading the
 # weights, the first few extra rows should cost almost nothing. We time it twice: the plain
-# `x @ W` that `reference/model.py` writes, and the blocked product of `lab/fast_cpu.py`
+# `x @ W` that `reference/model.py` writes, and the blocked product of `specdec/fast_cpu.py`
 # (`linear_few_rows`, used for 2 to 16 rows), which gives the same numbers computed in a
 # different order.
 
@@ -212,7 +212,7 @@ display(Image(filename=str(path)))
 #   measure.
 #
 # Notebooks 07 and 08 need the same c and v, and a shared machine gives a different number
-# each time it is asked. So they are measured once per session, by `lab/session_costs.py`:
+# each time it is asked. So they are measured once per session, by `specdec/session_costs.py`:
 # the first notebook that asks measures (the T's taken in turn, the fastest of 15 passes
 # each, after a 128-token code context), and the others read the same numbers back — for an
 # hour, on the same machine line, for the same weights. The line under the numbers says
@@ -223,7 +223,7 @@ display(Image(filename=str(path)))
 # 0.6–2.4 MB) is then packed once per pass with T ≥ 2.
 
 # %%
-plain_costs = session_costs(target, draft)  # lab/session_costs.py: once per session
+plain_costs = session_costs(target, draft)  # specdec/session_costs.py: once per session
 profile, context = plain_costs.profile, plain_costs.context
 print(f"plain model, {plain_costs.origin()}, after a {len(context)}-token context")
 print(f"target one-token step: {profile.target_step * 1e3:.2f} ms")
@@ -241,14 +241,14 @@ display(Image(filename=str(path)))
 #
 # `reference/model.py` computes `x @ w + b` and plain attention, as the article writes them.
 # Where OpenBLAS packs a whole weight matrix before a product with a few rows, a pass over
-# T = k + 1 positions costs several one-token passes. `lab/fast_cpu.py` can compute the same
+# T = k + 1 positions costs several one-token passes. `specdec/fast_cpu.py` can compute the same
 # logits in other ways: products cut into blocks that OpenBLAS runs without packing (§1),
 # attention with the long side of the product first, GELU without temporaries, and the
 # output layer in its stored layout; the bench and the demo use it. Same weights, same
 # numbers (checked below, on a verification-shaped pass). Whether a trick also buys speed
 # depends on the CPU, its kernels, the thread count and the shape, so `fast(model)` first
 # times each trick against the plain computation on the model's own shapes, for every row
-# count it serves, and keeps it only where it was faster (`lab/fast_cpu_plan.py`). The cell
+# count it serves, and keeps it only where it was faster (`specdec/fast_cpu_plan.py`). The cell
 # prints what it kept on this machine, then what the whole passes cost.
 #
 # v(T) need not grow steadily with T. BLAS kernels work on a fixed number of rows at a time,
@@ -301,7 +301,7 @@ print(f"on this machine the fast path's mean v over T = 2..9 is {mean_v['fast pa
 # how fast it can stream the weights (measured as one-row products over the target's own 24
 # matrices) and how fast it can compute (a large float32 product), both on the BLAS threads
 # of this run. Each product of the pass then costs at least max(bytes / bandwidth,
-# FLOPs / FLOP rate) — the *roofline*; `lab/roofline.py` adds that up over the layers.
+# FLOPs / FLOP rate) — the *roofline*; `specdec/roofline.py` adds that up over the layers.
 #
 # A weight used by T rows gives T/2 FLOPs per byte read, and a CPU's FLOP rate is usually
 # several times its bandwidth in bytes, so for a few rows the bytes term wins and the floor is
@@ -310,7 +310,7 @@ print(f"on this machine the fast path's mean v over T = 2..9 is {mean_v['fast pa
 # are from it, is printed under the table. (The two rates and the passes are timed at
 # different moments; on a busy machine a pass can even come out below its floor.) What the
 # gap is made of, product by product, and which changes to the fast path closed part of it:
-# `python -m lab.roofline` and docs/benchmarks.md, "The CPU limit".
+# `python -m specdec.roofline` and docs/benchmarks.md, "The CPU limit".
 
 # %%
 rates = machine_rates(target)

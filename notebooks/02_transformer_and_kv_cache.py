@@ -31,13 +31,13 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.figures import plot_causal_mask
-from lab.machine import describe_machine, use_blas_threads
-from lab.report import quoted
-from lab.standins import random_pair
 from reference.model import causal_mask
 from reference.tokenizer import decode, encode
+from specdec.bundled import bundled_pair_available, load_bundled_pair
+from specdec.figures import plot_causal_mask
+from specdec.machine import describe_machine, use_blas_threads
+from specdec.report import quoted
+from specdec.standins import random_pair
 
 use_blas_threads()  # one BLAS thread unless $SPECDEC_BLAS_THREADS says otherwise
 print("machine:", describe_machine().line())

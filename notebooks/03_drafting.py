@@ -37,16 +37,16 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.costs import time_append
-from lab.figures import plot_draft_rows
-from lab.machine import describe_machine, use_blas_threads
-from lab.report import quoted
-from lab.standins import random_pair
 from reference import GPT, GPTConfig, ModelDrafter, SamplingParams, init_params, probabilities
 from reference.tokenizer import decode, encode
+from specdec.bundled import bundled_pair_available, load_bundled_pair
+from specdec.costs import time_append
+from specdec.figures import plot_draft_rows
+from specdec.machine import describe_machine, use_blas_threads
+from specdec.report import quoted
+from specdec.standins import random_pair
 
-use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (specdec/machine.py)
 print(describe_machine().line())
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 bundled = bundled_pair_available()

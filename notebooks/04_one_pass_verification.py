@@ -43,17 +43,17 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.figures import plot_verification
-from lab.machine import describe_machine, use_blas_threads
-from lab.report import describe_round, quoted
-from lab.standins import random_pair
 from reference import ModelDrafter, SamplingParams, probabilities, speculative_generate
 from reference.speculative import verification_pass
 from reference.tokenizer import EOS, decode, encode
+from specdec.bundled import bundled_pair_available, load_bundled_pair
+from specdec.figures import plot_verification
+from specdec.machine import describe_machine, use_blas_threads
+from specdec.report import describe_round, quoted
+from specdec.standins import random_pair
 
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
-use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (specdec/machine.py)
 print(describe_machine().line())
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
 

@@ -43,11 +43,6 @@ import numpy as np
 from IPython.display import Image, display
 from scipy import stats
 
-from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.figures import plot_acceptance_example, plot_law_comparison
-from lab.machine import describe_machine, use_blas_threads
-from lab.report import quoted
-from lab.standins import random_pair
 from reference import (
     ModelDrafter,
     SamplingParams,
@@ -62,8 +57,13 @@ from reference import (
 from reference.sampling import GREEDY, one_hot
 from reference.tokenizer import EOS, decode, encode
 from reference.verification import verify_law
+from specdec.bundled import bundled_pair_available, load_bundled_pair
+from specdec.figures import plot_acceptance_example, plot_law_comparison
+from specdec.machine import describe_machine, use_blas_threads
+from specdec.report import quoted
+from specdec.standins import random_pair
 
-use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (specdec/machine.py)
 print(describe_machine().line())
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)

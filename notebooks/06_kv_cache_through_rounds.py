@@ -43,15 +43,15 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.figures import plot_cache_rounds
-from lab.machine import describe_machine, use_blas_threads
-from lab.report import describe_round
-from lab.standins import random_pair
 from reference import ModelDrafter, SamplingParams, probabilities, speculative_generate
 from reference.tokenizer import EOS, encode
+from specdec.bundled import bundled_pair_available, load_bundled_pair
+from specdec.figures import plot_cache_rounds
+from specdec.machine import describe_machine, use_blas_threads
+from specdec.report import describe_round
+from specdec.standins import random_pair
 
-use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (specdec/machine.py)
 print(describe_machine().line())
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)

@@ -15,7 +15,7 @@
 # # 07 · A full run, round by round
 #
 # *Article §5 and §11. Code: `reference/speculative.py` (`speculative_generate`,
-# `RoundTrace`, `SpeculativeStats`, `speculative_round`), `lab/report.py`. Tests:
+# `RoundTrace`, `SpeculativeStats`, `speculative_round`), `specdec/report.py`. Tests:
 # `tests/unit/test_stats_and_trace.py`, `tests/unit/test_greedy_equivalence.py`, the oracle.*
 #
 # One round of speculative decoding, end to end:
@@ -43,23 +43,23 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from lab.bench import CODE_PROMPTS, timed
-from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.fast_cpu import fast
-from lab.figures import (
+from reference import ModelDrafter, SamplingParams, generate, speculative_generate
+from reference.tokenizer import EOS, encode
+from specdec.bench import CODE_PROMPTS, timed
+from specdec.bundled import bundled_pair_available, load_bundled_pair
+from specdec.fast_cpu import fast
+from specdec.figures import (
     plot_accepted_histogram,
     plot_per_position_acceptance,
     plot_pipeline,
     plot_token_fates,
 )
-from lab.machine import describe_machine, use_blas_threads
-from lab.report import render_tokens, stats_table
-from lab.session_costs import session_costs
-from lab.standins import random_pair
-from reference import ModelDrafter, SamplingParams, generate, speculative_generate
-from reference.tokenizer import EOS, encode
+from specdec.machine import describe_machine, use_blas_threads
+from specdec.report import render_tokens, stats_table
+from specdec.session_costs import session_costs
+from specdec.standins import random_pair
 
-use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (specdec/machine.py)
 print(describe_machine().line())
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
@@ -135,8 +135,8 @@ display(Image(filename=str(path)))
 #   one step in Leviathan et al.'s model, more on many CPUs (notebook 01).
 #
 # So with t tokens per round the prediction is t / (k·c + v(k+1)), not t. We take c and v(5)
-# for the plain model used above and for the CPU fast path (`lab/fast_cpu.py`, what the demo
-# and the bench run) from the session's one measurement (`lab/session_costs.py`): the same
+# for the plain model used above and for the CPU fast path (`specdec/fast_cpu.py`, what the demo
+# and the bench run) from the session's one measurement (`specdec/session_costs.py`): the same
 # numbers notebook 01 printed, if it ran within the hour on this machine with the same
 # threads (each line says whether the numbers were measured now or reused). Then we time
 # both loops with each. One run each, so the measured ratios are rough; notebook 08 and

@@ -14,8 +14,8 @@
 # %% [markdown]
 # # 08 · How much faster? Acceptance, k and the speedup
 #
-# *Article §7 and §8. Code: `lab/costs.py` (Leviathan's formulas), `lab/session_costs.py`
-# (c and v, measured once per session), `lab/bench.py` (`run_bench`, `CODE_PROMPTS`,
+# *Article §7 and §8. Code: `specdec/costs.py` (Leviathan's formulas), `specdec/session_costs.py`
+# (c and v, measured once per session), `specdec/bench.py` (`run_bench`, `CODE_PROMPTS`,
 # `held_out_code_prompts`). The full measurement: `specdec bench`, reported in
 # `docs/benchmarks.md`.*
 #
@@ -52,23 +52,23 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from lab.bench import CODE_PROMPTS, held_out_code_prompts, run_bench
-from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.costs import expected_tokens_per_round, predicted_speedup
-from lab.fast_cpu import fast
-from lab.figures import (
+from reference import ModelDrafter, SamplingParams, SpeculativeStats, speculative_generate
+from reference.tokenizer import EOS, decode, encode
+from specdec.bench import CODE_PROMPTS, held_out_code_prompts, run_bench
+from specdec.bundled import bundled_pair_available, load_bundled_pair
+from specdec.costs import expected_tokens_per_round, predicted_speedup
+from specdec.fast_cpu import fast
+from specdec.figures import (
     plot_acceptance_vs_k,
     plot_per_position_acceptance,
     plot_speedup_theory,
     plot_speedup_vs_k,
 )
-from lab.machine import describe_machine, use_blas_threads
-from lab.session_costs import session_costs
-from lab.standins import random_pair
-from reference import ModelDrafter, SamplingParams, SpeculativeStats, speculative_generate
-from reference.tokenizer import EOS, decode, encode
+from specdec.machine import describe_machine, use_blas_threads
+from specdec.session_costs import session_costs
+from specdec.standins import random_pair
 
-use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (specdec/machine.py)
 print(describe_machine().line())
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
@@ -78,7 +78,7 @@ target, draft = fast(target), fast(draft)  # the CPU fast path, as `specdec benc
 # ## 1. What the formula predicts
 #
 # First the costs on this machine (c and v), then the predicted speedup for a few values of
-# α. c and v come from the session's one measurement (`lab/session_costs.py`): the fast
+# α. c and v come from the session's one measurement (`specdec/session_costs.py`): the fast
 # path's numbers notebook 01 printed, if it ran within the hour on this machine with the same
 # BLAS threads; the line says whether they were measured now or reused. Note how the best k
 # grows with α, and how a verification pass that is not free (right panel) moves the optimum:
@@ -203,7 +203,7 @@ for t in (0.0, 0.8):
 # was trained on Python source only, so English prose is out of its domain for both models.
 # We measure α with k = 4 on held-out code (files the pair never saw, `held_out_code_prompts`)
 # and on six passages of ordinary English prose written for this notebook — not docstrings,
-# not the two short `TEXT_PROMPTS` of `lab.bench`, which are too few to tell anything apart.
+# not the two short `TEXT_PROMPTS` of `specdec.bench`, which are too few to tell anything apart.
 
 # %%
 PROSE = [

@@ -45,9 +45,9 @@ from pathlib import Path
 from IPython.display import Image, display
 
 import reference
-from lab.figures import plot_oracle_power
-from lab.machine import describe_machine, use_blas_threads
 from reference import speculative_generate, verify
+from specdec.figures import plot_oracle_power
+from specdec.machine import describe_machine, use_blas_threads
 
 ROOT = Path(reference.__file__).resolve().parents[1]  # the repository, to import its tests
 sys.path.insert(0, str(ROOT))
@@ -143,7 +143,7 @@ display(Image(filename=str(path)))
 # .venv/bin/specdec grade notebooks/exercises/my_verify.py:verify     # or: make grade
 # ```
 #
-# `specdec grade` is the oracle as a grader (`lab/grading/`). It runs only the checks that
+# `specdec grade` is the oracle as a grader (`specdec/grading/`). It runs only the checks that
 # exercise *your* code, in four families scored apart: the **law** (does the output follow
 # the target's law? exact cases whose outcome is certain, zero drafts, the A/B example, the
 # joint law of (accepted, token) for k = 3, drafts from context-dependent tables), the
@@ -155,15 +155,15 @@ display(Image(filename=str(path)))
 # (docs/oracle.md has the measured figures). Each failure is explained on the smallest case
 # that shows it, with a hint chosen from the pattern of passed and failed checks. Exit code
 # 0 / 1, `--json`, and `--gradescope` (a `results.json` for course autograders; `python -m
-# lab.grading.gradescope build` makes the zip an instructor uploads); `--kind loop` (or a
+# specdec.grading.gradescope build` makes the zip an instructor uploads); `--kind loop` (or a
 # loop's signature) grades a whole `speculative_generate`.
 #
 # Here is what a failure reads like: the catalogue's `abs_residual`, which resamples from
 # norm(|p − q|) instead of norm(max(0, p − q)):
 
 # %%
-from lab.grading import grade  # noqa: E402
-from lab.grading.report import text_report  # noqa: E402
+from specdec.grading import grade  # noqa: E402
+from specdec.grading.report import text_report  # noqa: E402
 
 catalogue = os.path.relpath(ROOT / "tests" / "distribution" / "broken.py")  # short to print
 print(text_report(grade(f"{catalogue}:abs_residual")))

@@ -16,8 +16,8 @@
 #
 # *Article §10.2-10.3. Code: `reference/lookup.py` (`LookupDrafter`, `HybridDrafter`,
 # `lookup_continuation`, `match_end`), `reference/early_exit.py` (`EarlyExitDrafter`,
-# `SharedLayers.continue_in`), `reference/heads.py` (`HeadsDrafter`), `lab/drafting.py`
-# (`make_drafter`), `lab/bench.py` (`run_bench`, `COPY_PROMPTS`), `lab/methods.py`.
+# `SharedLayers.continue_in`), `reference/heads.py` (`HeadsDrafter`), `specdec/drafting.py`
+# (`make_drafter`), `specdec/bench.py` (`run_bench`, `COPY_PROMPTS`), `specdec/methods.py`.
 # Tests: `tests/unit/test_lookup.py`, `tests/unit/test_self_drafting.py`,
 # `tests/distribution/test_lookup_law.py`, `tests/distribution/test_self_drafting_law.py`.
 # Text: `docs/algorithm.md`, "Drafts without a second model" and "Drafts from the target
@@ -51,20 +51,6 @@ import numpy as np
 from IPython.display import Image, display
 
 import reference
-from lab.bench import COPY_PROMPTS, held_out_code_prompts, run_bench
-from lab.bundled import (
-    SELF_DRAFT_DIR,
-    bundled_pair_available,
-    load_bundled_pair,
-    load_exit_head,
-    load_heads,
-)
-from lab.costs import measure_costs
-from lab.drafting import EXIT_LAYER, make_drafter
-from lab.fast_cpu import fast
-from lab.figures.style import FATE_COLOURS, box, display_token, legend_patches, save
-from lab.machine import describe_machine, use_blas_threads
-from lab.standins import random_pair
 from reference import (
     EarlyExitDrafter,
     HeadsDrafter,
@@ -80,6 +66,20 @@ from reference.sampling import GREEDY
 from reference.speculative import prefill, verification_pass
 from reference.tokenizer import decode, encode
 from reference.verification import verify_law
+from specdec.bench import COPY_PROMPTS, held_out_code_prompts, run_bench
+from specdec.bundled import (
+    SELF_DRAFT_DIR,
+    bundled_pair_available,
+    load_bundled_pair,
+    load_exit_head,
+    load_heads,
+)
+from specdec.costs import measure_costs
+from specdec.drafting import EXIT_LAYER, make_drafter
+from specdec.fast_cpu import fast
+from specdec.figures.style import FATE_COLOURS, box, display_token, legend_patches, save
+from specdec.machine import describe_machine, use_blas_threads
+from specdec.standins import random_pair
 
 use_blas_threads()  # one BLAS thread unless $SPECDEC_BLAS_THREADS says otherwise
 print(describe_machine().line())  # the timings of section 6 are facts about this machine
@@ -91,7 +91,7 @@ K = 7  # the longest draft of this notebook (the bench below also tries 3)
 # %% [markdown]
 # ## 1. One real match
 #
-# A copy-heavy prompt from `lab.bench.COPY_PROMPTS`: a getter, a setter and another getter.
+# A copy-heavy prompt from `specdec.bench.COPY_PROMPTS`: a getter, a setter and another getter.
 # We let the target continue it greedily, then ask the lookup, at every point of that
 # continuation, what it would have proposed. Below is the point where the copy agreed
 # longest with what the target really wrote next — a best case, chosen on purpose to show
@@ -262,7 +262,7 @@ for case, (p_row, q_row) in ROWS.items():
 # %% [markdown]
 # ## 3. Running it: lookup alone, and the hybrid
 #
-# `lab.drafting.make_drafter(name, reference, target, draft)` builds the drafters the CLI
+# `specdec.drafting.make_drafter(name, reference, target, draft)` builds the drafters the CLI
 # and the bench run by name:
 #
 # * `"lookup"`: `LookupDrafter`, n = 3 … 1, copying from the occurrence followed by the
@@ -341,7 +341,7 @@ for label, tokens in PROMPTS.items():
 #
 # `EarlyExitDrafter(target, L', head)` drafts with the target's own first L' blocks and an
 # exit head (a LayerNorm and a small adapter trained on the frozen target by
-# `training/train_heads.py`, shipped in `models/self_draft/`). It holds no weights of its
+# `specdec/training/train_heads.py`, shipped in `models/self_draft/`). It holds no weights of its
 # own: its GPT is made of the target's arrays.
 #
 # The interesting part is the cache. While drafting, the drafter ran blocks 0..L'-1 over the

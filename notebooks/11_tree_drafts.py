@@ -17,7 +17,7 @@
 # *Article §10 (tree drafts). Code: `reference/tree/` (`Tree`, `TreeShape`,
 # `ModelTreeDrafter`, `HeadsTreeDrafter`, `tree_verification_pass`, `verify_tree`,
 # `verify_tree_law`, `sibling_rows`, `kept_slots`, `compact`, `tree_round`,
-# `tree_speculative_generate`, `ancestor_mask`, `position_ids`), `lab/figures/trees.py`.
+# `tree_speculative_generate`, `ancestor_mask`, `position_ids`), `specdec/figures/trees.py`.
 # Tests: `tests/unit/test_tree.py` (every node's row equals the plain forward of its path;
 # both caches equal a fresh prefill after each round), `tests/distribution/test_tree_law.py`
 # (the exact law of every small tree, and the broken rules it catches),
@@ -55,15 +55,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Image, display
 
-from lab.bundled import bundled_pair_available, load_bundled_pair, load_heads
-from lab.fast_cpu import fast
-from lab.figures import plot_tree, plot_tree_mask
-from lab.figures.style import display_token, probability_text, save
-from lab.figures.trees import tree_fates
-from lab.machine import describe_machine, use_blas_threads
-from lab.standins import random_pair
-from lab.typical import FIGURE as TYPICAL_FIGURE
-from lab.typical import small_case_tv
 from reference import HeadsDrafter, SamplingParams, generate, probabilities
 from reference.sampling import GREEDY
 from reference.speculative import ACCEPTED, REJECTED, prefill
@@ -89,6 +80,15 @@ from reference.tree import (
 )
 from reference.typical import MEDUSA_EPSILON, TypicalThreshold, typical_verify_tree_law
 from reference.verification import residual_distribution
+from specdec.bundled import bundled_pair_available, load_bundled_pair, load_heads
+from specdec.fast_cpu import fast
+from specdec.figures import plot_tree, plot_tree_mask
+from specdec.figures.style import display_token, probability_text, save
+from specdec.figures.trees import tree_fates
+from specdec.machine import describe_machine, use_blas_threads
+from specdec.standins import random_pair
+from specdec.typical import FIGURE as TYPICAL_FIGURE
+from specdec.typical import small_case_tv
 
 use_blas_threads()  # one BLAS thread unless $SPECDEC_BLAS_THREADS says otherwise
 print(describe_machine().line())  # the timing of section 5 is a fact about this machine
@@ -493,7 +493,7 @@ print(f"max |law of the 2nd token given child c - p(. | c)|  = {gap_second:.1e}"
 # acceptance"). We measure the drift on the tree of section 6, whose law we enumerated
 # exactly: the total variation (TV) between the law of the first emitted token and the
 # root's row p, for Medusa's ε = 0.09 (δ = √ε), against the exact walk. Then the law of 3
-# tokens on the small random cases of `lab/typical.py` (V = 3, a top-2 × 2 tree, mean over
+# tokens on the small random cases of `specdec/typical.py` (V = 3, a top-2 × 2 tree, mean over
 # 20 cases), for three bars.
 
 # %%
@@ -525,14 +525,14 @@ print("random tables, V = 3, a top-2 x 2 tree: the law of 3 tokens against the t
       "mean TV of 20 cases:")
 for rule, tv in tv_small.items():
     print(f"  TV, {rule:18} {tv:.3g}")
-if TYPICAL_FIGURE.is_file():  # measured by `python -m lab.typical` (docs/benchmarks.md)
+if TYPICAL_FIGURE.is_file():  # measured by `python -m specdec.typical` (docs/benchmarks.md)
     display(Image(filename=str(TYPICAL_FIGURE)))
 
 # %% [markdown]
 # On the real tree the typical rule's first token is the accepted candidate every time,
 # where the target would emit it with probability p(x): its TV is 1 − p(x) when a
 # candidate passes (0 when none does and the token is sampled from p). The exact walk's TV
-# is float64 rounding. The figure, measured by `python -m lab.typical` on the bundled pair
+# is float64 rounding. The figure, measured by `python -m specdec.typical` on the bundled pair
 # (extra heads drafting a tree, T = 0.8; the machine it ran on is in docs/benchmarks.md),
 # shows what the drift buys: longer accepted paths, hence speed, bought with distance from
 # the target's law. The exact loop is its TV = 0 point.

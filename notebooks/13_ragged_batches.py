@@ -17,7 +17,7 @@
 # *Article §8 (among what eats into the speedup: "the different candidate lengths of
 # different requests under dynamic batching"). Code: `reference/batch.py`
 # (`speculative_generate_batch`, `batched_round`, `batched_verification_pass`,
-# `batched_forward`, `BatchKVCache`, `batch_attention_mask`), `lab/figures/batch.py`.
+# `batched_forward`, `BatchKVCache`, `batch_attention_mask`), `specdec/figures/batch.py`.
 # Tests: `tests/unit/test_batch.py`, `tests/distribution/test_batch_law.py`,
 # `tests/twin/test_twin_batch.py`. Text: `docs/batch.md`.*
 #
@@ -43,12 +43,6 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Image, display
 
-from lab.bench import CODE_PROMPTS
-from lab.bundled import bundled_pair_available, load_bundled_pair
-from lab.figures import plot_batch_acceptance, plot_batch_pass
-from lab.machine import describe_machine, use_blas_threads
-from lab.report import quoted
-from lab.standins import random_pair
 from reference import ModelDrafter, SamplingParams, speculative_generate
 from reference.batch import (
     batch_attention_mask,
@@ -62,8 +56,14 @@ from reference.batch import (
 )
 from reference.sampling import GREEDY
 from reference.tokenizer import EOS, encode
+from specdec.bench import CODE_PROMPTS
+from specdec.bundled import bundled_pair_available, load_bundled_pair
+from specdec.figures import plot_batch_acceptance, plot_batch_pass
+from specdec.machine import describe_machine, use_blas_threads
+from specdec.report import quoted
+from specdec.standins import random_pair
 
-use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (lab/machine.py)
+use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (specdec/machine.py)
 print(describe_machine().line())
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)

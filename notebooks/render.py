@@ -8,7 +8,7 @@
 The `.py` files are the source of truth (they diff cleanly); the `.ipynb` files are
 generated, executed top to bottom in a fresh kernel with outputs kept, so that they read on
 a code-hosting site. The figures the notebooks draw are written to docs/figures/ as well.
-Each notebook chooses its BLAS threads in its first cell (`lab.machine.use_blas_threads`:
+Each notebook chooses its BLAS threads in its first cell (`specdec.machine.use_blas_threads`:
 one, unless $SPECDEC_BLAS_THREADS says otherwise) and prints the machine it ran on, so the
 rendered timings say where they came from; the kernel also starts with one BLAS thread (see
 `single_blas_thread`).

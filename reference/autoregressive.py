@@ -45,7 +45,7 @@ def generate(
     clock=None,
 ) -> list[int]:
     # prompt [n] -> new tokens [<= max_new_tokens]; stops after emitting eos_id.
-    # `clock` (e.g. lab.timing.StageClock) is charged "prefill", then "sample" and
+    # `clock` (e.g. specdec.timing.StageClock) is charged "prefill", then "sample" and
     # "target" per token.
     prompt, max_new_tokens, eos_id, clock = check_generate_inputs(
         model, prompt, max_new_tokens, rng, sampling, eos_id, clock

@@ -105,12 +105,12 @@ class NoClock:
 
 
 def check_clock(clock):
-    # None -> NoClock(); else anything with restart() and mark(stage) (e.g. lab.timing.StageClock)
+    # None -> NoClock(); else anything with restart() and mark(stage) (specdec.timing.StageClock)
     if clock is None:
         return NoClock()
     if not (callable(getattr(clock, "mark", None)) and callable(getattr(clock, "restart", None))):
         raise TypeError(
-            f"clock must have restart() and mark(stage) methods (e.g. lab.timing.StageClock) "
+            f"clock must have restart() and mark(stage) methods (e.g. specdec.timing.StageClock) "
             f"or be None, got {type(clock).__name__}"
         )
     return clock

@@ -6,7 +6,7 @@ The draft model is the target cut after block L'-1 plus an exit head:
     q(. | context) = softmax(LN_exit(x_L') @ wte^T)     x_L': the residual stream after L' blocks
 
 (LN_exit is the target's final LayerNorm, or one trained on the frozen target, optionally
-after a small residual adapter x + x W + b: see training/train_heads.py.) It shares every
+after a small residual adapter x + x W + b: see specdec/training/train_heads.py.) It shares every
 array with the target: nothing is copied, and an edit of the target's weights is seen.
 
 Why the verification pass can start at layer L'. Blocks 0..L'-1 of the target, run over

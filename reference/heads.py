@@ -11,7 +11,7 @@ Drafting costs no target forward: the round's verification pass already produced
 (`observe(h)`, called by the round and by prefill). Draft x_{i+1} is sampled from q_i (or
 is its argmax at greedy) and q_i is the row handed to `verify`: q_i depends only on
 committed tokens, so the output law is exactly the target's whatever the heads learned.
-Heads are trained on the frozen target (training/train_heads.py) and shipped small.
+Heads are trained on the frozen target (specdec/training/train_heads.py) and shipped small.
 """
 
 from __future__ import annotations

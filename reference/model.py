@@ -126,7 +126,7 @@ class GPT:
     Every pass -- a sequence, a tree of drafts, a ragged batch -- runs the one block below
     (`residual_at`); they differ only in their `Placement`. The four steps a block is made
     of are methods (`norm`, `linear`, `attend`, `activation`, plus `logits`) so that the
-    CPU fast path (lab/fast_cpu.py) and the GPU twin (gpu/model.py) can replace how they are
+    CPU fast path (specdec/fast_cpu.py) and the GPU twin (gpu/model.py) can replace how they are
     computed without touching what they compute, for every kind of pass at once; here they
     are the plain functions above.
     """

@@ -417,7 +417,7 @@ def speculative_generate(
 ) -> SpeculativeResult:
     # prompt [n] -> SpeculativeResult(tokens [<= max_new_tokens], stats, trace)
     # verify_fn: another implementation of `verify` to run inside the loop (the oracle's
-    # plug-in point); None is the reference's. `clock` (e.g. lab.timing.StageClock) is
+    # plug-in point); None is the reference's. `clock` (e.g. specdec.timing.StageClock) is
     # charged "prefill", then per round "draft", "target", "verify" and "other".
     prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
         target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock

@@ -50,10 +50,10 @@ ENTRY_GLOBS = (
     "tests/conftest.py",
     "tests/twin/*.py",
     "tests/distribution/*.py",
-    "lab/gpu_bench.py",
+    "specdec/gpu_bench.py",
     "scripts/specdec_oracle_scale.py",
 )
-LOCAL_ROOTS = {"gpu", "lab", "reference", "training", "tests", "scripts"}
+LOCAL_ROOTS = {"gpu", "specdec", "reference", "tests", "scripts"}
 LOCAL_FLAT = {"specdec_oracle_scale": "scripts/specdec_oracle_scale.py"}  # PYTHONPATH=scripts
 
 
@@ -380,8 +380,8 @@ def import_problem(name: str) -> str | None:
 
 
 def data() -> None:
-    from lab.bench import held_out_code_prompts
-    from lab.bundled import bundled_pair_available
+    from specdec.bench import held_out_code_prompts
+    from specdec.bundled import bundled_pair_available
 
     if not bundled_pair_available():
         fail("the bundled pair", "models/target and models/draft are missing")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.grading.submission import module_from_file, module_from_name
+from specdec.grading.submission import module_from_file, module_from_name
 
 PLUGIN_OPTIONS = {
     "verify": "reference.verification:verify",

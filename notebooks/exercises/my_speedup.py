@@ -9,7 +9,7 @@ Every check is exact (to a relative 1e-9): your three answers are compared with 
 formula's on fixed cases (alpha = 0.8, 0 and 1, measured v, ties, k_max = 0) and on a few
 hundred seeded random ones, and the report shows the first wrong answer with a hint.
 
-The model (Leviathan et al., 2023; lab/costs.py, notebook 08). A round drafts k tokens (k
+The model (Leviathan et al., 2023; specdec/costs.py, notebook 08). A round drafts k tokens (k
 draft steps, each costing c target steps), then one target pass over k + 1 positions scores
 them all, costing v(k+1) target steps. Each draft is accepted with probability alpha,
 independently, until the first rejection; the round then emits the accepted drafts plus one
@@ -45,7 +45,7 @@ Things the grader catches (each a small mistake it was tested on):
 * best_k from the wrong array (the tokens per round always grow with k), ties that go to
   the largest k, and k = 0 left out of the candidates.
 
-You may use numpy only; do not import `lab.costs` (that would grade the project's formula).
+You may use numpy only; do not import `specdec.costs` (that would grade the project's formula).
 A worked solution is in solutions/speedup_solution.py — try first.
 """
 

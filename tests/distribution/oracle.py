@@ -33,15 +33,15 @@ from functools import cache
 import numpy as np
 from scipy import optimize, stats
 
-from lab import standins
-from lab.grading.laws import drafts_with_weight as draft_paths  # shared with the grader
-from lab.grading.laws import marginal
 from reference.drafters import Draft, ModelDrafter
 from reference.lookup import HybridDrafter, LookupDrafter
 from reference.model import GPT
 from reference.sampling import SamplingParams, probabilities
 from reference.speculative import emitted_tokens, round_draft_length
 from reference.verification import Verification, verify_law
+from specdec import standins
+from specdec.grading.laws import drafts_with_weight as draft_paths  # shared with the grader
+from specdec.grading.laws import marginal
 
 # --------------------------------------------------------------------------------------------
 # Thresholds (the numbers docs/oracle.md states)
@@ -630,7 +630,7 @@ def tiny_gpt(
 
 @cache
 def noisy_copy(model: GPT, scale: float, seed: int) -> GPT:
-    """lab.standins.noisy_copy, built once per (model, scale, seed): the model's weight
+    """specdec.standins.noisy_copy, built once per (model, scale, seed): the model's weight
     matrices plus scale * N(0, 1) noise (LayerNorms and biases kept)."""
     return standins.noisy_copy(model, scale, seed)
 

@@ -22,11 +22,11 @@ from functools import cache
 
 import numpy as np
 
-from lab.standins import random_exit_head, random_heads
 from reference.early_exit import EarlyExitDrafter
 from reference.heads import HeadsDrafter
 from reference.model import GPT
 from reference.sampling import SamplingParams, probabilities
+from specdec.standins import random_exit_head, random_heads
 
 from .oracle import LoopSetup, decision_margin
 

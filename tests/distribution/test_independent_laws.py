@@ -3,7 +3,7 @@ which the draft and the target disagree (issue 11, point 4).
 
 oracle.py builds several expected laws with the package's own helpers (`verify_law`,
 `probabilities`, `emitted_tokens`, `round_draft_length`), so a bug in one of them would move
-the expectation along with the code under test. lab/grading/laws.py derives the same laws with
+the expectation along with the code under test. specdec/grading/laws.py derives the same laws with
 none of them: its own statement of the rule, its own sampling transform, its own emission and
 round policy. Every draft-model setup of the loop family, and the verify family's fixed k = 3
 rows, must agree both ways to float64 precision.
@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lab.grading.laws import ModelRows, loop_joint_law, verify_joint_law
 from reference.sampling import SamplingParams
+from specdec.grading.laws import ModelRows, loop_joint_law, verify_joint_law
 
 from .cases import DRAFT, LOOP_SETUPS, TARGET, fixed_k3_rows
 from .oracle import LoopSetup, as_reference_verify, loop_laws, sample_loop

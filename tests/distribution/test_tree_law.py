@@ -409,9 +409,9 @@ def test_the_real_top_b_and_heads_trees_keep_the_targets_law(temperature):
     """Trees built by the real ModelTreeDrafter (top-b point masses) and HeadsTreeDrafter
     (pruned Cartesian tree of the heads' favourites), judged against the target's float64
     rows: a deterministic tree of point masses emits the target's law exactly."""
-    from lab.standins import random_heads
     from reference.heads import HeadsDrafter
     from reference.tree import HeadsTreeDrafter, ModelTreeDrafter
+    from specdec.standins import random_heads
 
     target = tiny_gpt(V, 16, 12, 2, 2, 0.8, 21)
     draft = tiny_gpt(V, 16, 8, 1, 2, 0.8, 22)
@@ -445,9 +445,9 @@ LOOP_TOKENS = 4
 
 def loop_setups():
     # name -> (drafter factory, sampling); the target is one tiny GPT, the draft another
-    from lab.standins import random_heads
     from reference.heads import HeadsDrafter
     from reference.tree import HeadsTreeDrafter, ModelTreeDrafter
+    from specdec.standins import random_heads
 
     target = tiny_gpt(V, 16, 12, 2, 2, 0.8, 21)
     draft = tiny_gpt(V, 16, 8, 1, 2, 0.8, 22)

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.grading import grade
-from lab.grading.callables_checks import GREEDY, Calls, callables_families, calls_problem
-from lab.grading.core import run_families
-from lab.grading.submission import Submission, load_submission
+from specdec.grading import grade
+from specdec.grading.callables_checks import GREEDY, Calls, callables_families, calls_problem
+from specdec.grading.core import run_families
+from specdec.grading.submission import Submission, load_submission
 
 REPO = Path(__file__).resolve().parents[2]
 SOLUTION = REPO / "notebooks/exercises/solutions/callables_loop_solution.py"

@@ -1,4 +1,4 @@
-"""`specdec grade-class` (lab/grading/classroom.py) and `specdec grade --timeout`.
+"""`specdec grade-class` (specdec/grading/classroom.py) and `specdec grade --timeout`.
 
 A small class is graded end to end, each submission in its own child process: a wrong verify
 in each layout (a file, a folder), a folder without the file, a syntax error and a verify
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from distribution import broken
 
-import lab.grading.gradescope as gradescope
-from lab.grading import main as grade_main
-from lab.grading.classroom import (
+import specdec.grading.gradescope as gradescope
+from specdec.grading import main as grade_main
+from specdec.grading.classroom import (
     ClassGrades,
     Entry,
     check_out,
@@ -32,8 +32,8 @@ from lab.grading.classroom import (
     row_of,
     summary_line,
 )
-from lab.grading.classroom import main as class_main
-from lab.grading.config import GradingConfig
+from specdec.grading.classroom import main as class_main
+from specdec.grading.config import GradingConfig
 
 from . import more_broken
 
@@ -92,7 +92,7 @@ def graded_class(tmp_path_factory) -> tuple[str, Path]:
     out = tmp_path_factory.mktemp("grades")
     argv = [str(folder), "--jobs", "2", "--timeout", str(CLASS_LIMIT_S), "--out", str(out)]
     done = subprocess.run(
-        [sys.executable, "-m", "lab.grading.classroom", *argv],
+        [sys.executable, "-m", "specdec.grading.classroom", *argv],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -238,8 +238,8 @@ def test_a_passing_submission_has_no_failure_in_the_table():
 
 
 def test_the_specdec_cli_has_grade_class(tmp_path, capsys):
-    from lab.cli import build_parser
-    from lab.cli import main as specdec
+    from specdec.cli import build_parser
+    from specdec.cli import main as specdec
 
     args = build_parser().parse_args(["grade-class", "subs", "--jobs", "3"])
     assert args.folder == "subs" and args.jobs == 3 and args.exercise is None
@@ -255,7 +255,7 @@ def test_the_specdec_cli_has_grade_class(tmp_path, capsys):
 
 def grade_command(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "lab.grading", *argv],
+        [sys.executable, "-m", "specdec.grading", *argv],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -293,5 +293,5 @@ def test_grade_help_names_the_gradescope_build_and_grade_class(capsys):
     with pytest.raises(SystemExit):
         grade_main(["--help"])
     text = capsys.readouterr().out
-    assert "python -m lab.grading.gradescope build" in text
+    assert "python -m specdec.grading.gradescope build" in text
     assert "specdec grade-class" in text and "--timeout S" in text

@@ -1,4 +1,4 @@
-"""The cache exercise's grader (lab/grading/cache_checks.py): the worked solution and the
+"""The cache exercise's grader (specdec/grading/cache_checks.py): the worked solution and the
 project's own KVCache pass, the skeleton fails on its NotImplementedError, and each broken
 SlotCache is rejected with the hint its mistake calls for (matched by a few words)."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lab.grading import grade
-from lab.grading.cache_checks import SCRIPTS, Model, cache_families, random_scripts
-from lab.grading.core import run_families
-from lab.grading.exercises import exercise
-from lab.grading.submission import Submission, load_submission
+from specdec.grading import grade
+from specdec.grading.cache_checks import SCRIPTS, Model, cache_families, random_scripts
+from specdec.grading.core import run_families
+from specdec.grading.exercises import exercise
+from specdec.grading.submission import Submission, load_submission
 
 BROKEN = "tests/grader/broken_exercises_basic.py"
 CACHE = exercise("cache")

@@ -1,4 +1,4 @@
-"""The lookup exercise's grader (lab/grading/lookup_checks.py): the worked solution and the
+"""The lookup exercise's grader (specdec/grading/lookup_checks.py): the worked solution and the
 project's own lookup pass, the skeleton fails naming NotImplementedError, and each broken
 variant is rejected with the hint that names its mistake (matched by a few words)."""
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.grading import grade
-from lab.grading.core import run_families
-from lab.grading.exercises import exercise
-from lab.grading.lookup_checks import CONTRACT, lookup_families, random_cases
-from lab.grading.submission import Submission
+from specdec.grading import grade
+from specdec.grading.core import run_families
+from specdec.grading.exercises import exercise
+from specdec.grading.lookup_checks import CONTRACT, lookup_families, random_cases
+from specdec.grading.submission import Submission
 
 from . import broken_exercises_drafting as broken
 

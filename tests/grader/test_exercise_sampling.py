@@ -1,4 +1,4 @@
-"""The sampling exercise's grader (lab/grading/sampling_checks.py): the worked solution and
+"""The sampling exercise's grader (specdec/grading/sampling_checks.py): the worked solution and
 the project's own `probabilities` pass, the skeleton fails on its NotImplementedError, each
 broken sampling_distribution is rejected with the hint its mistake calls for, and the fixed
 cases hold the conventions the contract states (ties, the top-p boundary, the order)."""
@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lab.grading import grade
-from lab.grading.core import run_families
-from lab.grading.exercises import exercise
-from lab.grading.sampling_checks import CASES, expected, mistaken_rows, sampling_families
-from lab.grading.submission import Submission, load_submission
+from specdec.grading import grade
+from specdec.grading.core import run_families
+from specdec.grading.exercises import exercise
+from specdec.grading.sampling_checks import CASES, expected, mistaken_rows, sampling_families
+from specdec.grading.submission import Submission, load_submission
 
 BROKEN = "tests/grader/broken_exercises_basic.py"
 SAMPLING = exercise("sampling")
@@ -106,7 +106,7 @@ def test_the_cases_hold_the_stated_conventions():
 
 
 def test_the_random_cases_mix_every_option():
-    from lab.grading.sampling_checks import random_cases
+    from specdec.grading.sampling_checks import random_cases
 
     cases = random_cases()
     assert sum(c.temperature == 0 for c in cases) >= 10

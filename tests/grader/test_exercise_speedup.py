@@ -1,18 +1,18 @@
-"""The speedup exercise's grader (lab/grading/speedup_checks.py): the worked solution and
-the project's own formulas (lab/costs.py) pass, the skeleton fails on its
+"""The speedup exercise's grader (specdec/grading/speedup_checks.py): the worked solution and
+the project's own formulas (specdec/costs.py) pass, the skeleton fails on its
 NotImplementedError, each broken plan_k is rejected with the hint its mistake calls for, and
-the contract's cost model is the one lab/choose_k.py chooses k with."""
+the contract's cost model is the one specdec/choose_k.py chooses k with."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lab.grading import grade
-from lab.grading.core import run_families
-from lab.grading.exercises import exercise
-from lab.grading.speedup_checks import CASES, MEASURED_V, expected, speedup_families
-from lab.grading.submission import Submission, load_submission
+from specdec.grading import grade
+from specdec.grading.core import run_families
+from specdec.grading.exercises import exercise
+from specdec.grading.speedup_checks import CASES, MEASURED_V, expected, speedup_families
+from specdec.grading.submission import Submission, load_submission
 
 BROKEN = "tests/grader/broken_exercises_basic.py"
 SPEEDUP = exercise("speedup")
@@ -36,8 +36,8 @@ def test_the_solution_passes_and_is_recognised_by_its_name():
 
 
 def reference_plan_k(alpha, c, v, k_max):
-    # lab/costs.py's formulas behind the exercise's signature, over k = 0 .. k_max
-    from lab.costs import expected_tokens_per_round, predicted_speedup
+    # specdec/costs.py's formulas behind the exercise's signature, over k = 0 .. k_max
+    from specdec.costs import expected_tokens_per_round, predicted_speedup
 
     costs = np.broadcast_to(np.asarray(v, dtype=np.float64), (k_max + 1,))
     tokens = [expected_tokens_per_round(alpha, k) for k in range(k_max + 1)]
@@ -46,7 +46,7 @@ def reference_plan_k(alpha, c, v, k_max):
 
 
 def test_the_reference_formulas_pass():
-    sub = Submission("lab.costs", reference_plan_k, "speedup", "test", None)
+    sub = Submission("specdec.costs", reference_plan_k, "speedup", "test", None)
     result = run_families(sub, speedup_families())
     assert result.passed, [r.outcome.summary for r in result.results if r.status != "pass"]
 
@@ -104,10 +104,10 @@ def test_the_known_cases_have_the_best_k_they_claim():
 
 
 def test_the_contract_chooses_k_as_lab_choose_k_does():
-    # lab.choose_k.best_k looks at k = 1..k_max with v(k+1) = CostProfile.verify_cost(k + 1):
+    # specdec.choose_k.best_k looks at k = 1..k_max with v(k+1) = CostProfile.verify_cost(k + 1):
     # the contract's v[k] is the same figure, so over k >= 1 both choose the same k
-    from lab.choose_k import best_k
-    from lab.costs import CostProfile
+    from specdec.choose_k import best_k
+    from specdec.costs import CostProfile
 
     solution = load_submission(SPEEDUP.spec(solution=True)).function
     k_max, c = len(MEASURED_V) - 1, 0.05

@@ -1,4 +1,4 @@
-"""The tree exercise's grader (lab/grading/tree_checks.py): the worked solution and the
+"""The tree exercise's grader (specdec/grading/tree_checks.py): the worked solution and the
 project's own verify_tree pass, the skeleton fails naming NotImplementedError, each broken
 variant is rejected with the hint that names its mistake (matched by a few words), and an
 exact rule that keeps fewer candidates is rejected by the rule family only, as exact.
@@ -16,14 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.grading import grade
-from lab.grading.core import run_families
-from lab.grading.exercises import exercise
-from lab.grading.report import text_report
-from lab.grading.submission import Submission
-from lab.grading.tree_cases import TREE_CASES, rule_laws, target_law
-from lab.grading.tree_checks import exact_cases, revise_tree_hints, tree_families
-from lab.grading.tree_walk import CONTRACT, MISTAKES, rule_law
+from specdec.grading import grade
+from specdec.grading.core import run_families
+from specdec.grading.exercises import exercise
+from specdec.grading.report import text_report
+from specdec.grading.submission import Submission
+from specdec.grading.tree_cases import TREE_CASES, rule_laws, target_law
+from specdec.grading.tree_checks import exact_cases, revise_tree_hints, tree_families
+from specdec.grading.tree_walk import CONTRACT, MISTAKES, rule_law
 
 from . import broken_exercises_drafting as broken
 

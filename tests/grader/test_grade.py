@@ -1,4 +1,4 @@
-"""`specdec grade` (lab/grading/): it accepts correct code, rejects every broken variant of
+"""`specdec grade` (specdec/grading/): it accepts correct code, rejects every broken variant of
 the oracle's catalogue and of more_broken.py with the hint its pattern points to, scores law
 and rule apart (an exact rule with lower acceptance is reported as exact), runs every family
 whatever another found, reports a crash once at the student's line, and speaks JSON and
@@ -22,13 +22,13 @@ import numpy as np
 import pytest
 from distribution.broken import VARIANTS
 
-from lab.grading import grade
-from lab.grading.config import GradingConfig
-from lab.grading.core import ALPHA, Family, run_families
-from lab.grading.loop_checks import loop_families
-from lab.grading.report import text_report
-from lab.grading.submission import Submission, load_submission
-from lab.grading.verify_checks import revise_verify_hints, verify_families
+from specdec.grading import grade
+from specdec.grading.config import GradingConfig
+from specdec.grading.core import ALPHA, Family, run_families
+from specdec.grading.loop_checks import loop_families
+from specdec.grading.report import text_report
+from specdec.grading.submission import Submission, load_submission
+from specdec.grading.verify_checks import revise_verify_hints, verify_families
 
 from . import alternatives, more_broken
 from .alternatives import always_drafts_k
@@ -154,7 +154,7 @@ FIXED_ROWS_HINTS = {
 
 @pytest.mark.parametrize("name", sorted(FIXED_ROWS_HINTS))
 def test_the_joint_law_diagnosis_reads_the_pattern(name):
-    from lab.grading.verify_joint import fixed_check
+    from specdec.grading.verify_joint import fixed_check
 
     function = (CATALOGUE_VERIFIES | NEW_VERIFIES)[name]
     _, failure = first_failure(function, "verify", [Family("fixed", "", [fixed_check()])])
@@ -286,7 +286,7 @@ def test_a_crash_inside_the_reference_loop_is_not_blamed_on_the_grader(tmp_path)
 def test_the_rows_handed_over_are_float64_and_sum_to_one():
     # the loop's rows are float32 (sums off by ~1e-8, which rng.choice refuses): verify gets
     # float64 rows normalised to sum 1, so rng.choice(V, p=row) works on every row
-    from lab.grading.submission import call_verify
+    from specdec.grading.submission import call_verify
 
     seen = []
 
@@ -369,7 +369,7 @@ def test_a_score_does_not_depend_on_the_order_of_the_checks(name):
 
 def test_the_torch_threads_are_held_like_blas_and_restored():
     torch = pytest.importorskip("torch")
-    from lab.grading import torch_threads
+    from specdec.grading import torch_threads
 
     before = torch.get_num_threads()
     with torch_threads(1):
@@ -410,8 +410,8 @@ def test_a_bad_spec_says_what_is_wrong(spec, message):
 def test_the_exact_cases_are_certain():
     # every exact case's expected outcome is the only one the rule allows: checked against the
     # hand-written law, so a wrong expectation cannot make a correct verify fail
-    from lab.grading.laws import verify_joint_law
-    from lab.grading.verify_exact import exact_checks
+    from specdec.grading.laws import verify_joint_law
+    from specdec.grading.verify_exact import exact_checks
 
     assert len(exact_checks()) == 4
     P = np.array([[0.0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3]])
@@ -439,7 +439,7 @@ WRONG_VERIFY = textwrap.dedent(
 
 def specdec(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "lab.cli", "grade", *args],
+        [sys.executable, "-m", "specdec.cli", "grade", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -508,7 +508,7 @@ TORCH_VERIFY = textwrap.dedent(
 
 def test_torchs_global_generator_is_caught_and_the_seeding_recipe_passes(tmp_path):
     pytest.importorskip("torch")
-    from lab.grading.verify_checks import randomness_checks
+    from specdec.grading.verify_checks import randomness_checks
 
     (tmp_path / "seeded.py").write_text(TORCH_VERIFY)
     (tmp_path / "global_.py").write_text(

@@ -1,4 +1,4 @@
-"""The Gradescope autograder (lab/grading/gradescope.py), end to end: the zip is built,
+"""The Gradescope autograder (specdec/grading/gradescope.py), end to end: the zip is built,
 unpacked into a temporary tree laid out as Gradescope lays out /autograder (source/,
 submission/, results/), and its `run_autograder` is run as Gradescope runs it. results.json
 must be written in every case, with a score and a plain reason."""
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.grading.config import DEFAULT_WEIGHTS, GradingConfig, load_config
+from specdec.grading.config import DEFAULT_WEIGHTS, GradingConfig, load_config
 
 from .test_grade import WRONG_VERIFY
 
@@ -31,7 +31,7 @@ def build_zip(tmp: Path, toml: str = "", *options: str) -> Path:
         [
             sys.executable,
             "-m",
-            "lab.grading.gradescope",
+            "specdec.grading.gradescope",
             "build",
             str(out),
             "--config",
@@ -83,7 +83,11 @@ def test_the_zip_holds_gradescopes_files_and_the_grader(autograder):
         requirements = archive.read("requirements.txt").decode()
         config = json.loads(archive.read("config.json"))
     assert {"setup.sh", "run_autograder", "requirements.txt", "config.json"} <= names
-    assert {"lab/grading/verify_checks.py", "lab/standins.py", "reference/speculative.py"} <= names
+    assert {
+        "specdec/grading/verify_checks.py",
+        "specdec/standins.py",
+        "reference/speculative.py",
+    } <= names
     assert not any("__pycache__" in n or n.startswith("tests/") for n in names)
     assert [line.split("==")[0] for line in requirements.split()] == [
         "numpy",
@@ -193,8 +197,8 @@ def test_weights_visibility_and_the_rule_choice_come_from_the_config(tmp_path):
 
 
 def test_the_default_config_file_holds_the_defaults():
-    # lab/grading/grading.toml documents the defaults that GradingConfig() holds in code
-    from_file = load_config(REPO / "lab/grading/grading.toml")
+    # specdec/grading/grading.toml documents the defaults that GradingConfig() holds in code
+    from_file = load_config(REPO / "specdec/grading/grading.toml")
     assert from_file == GradingConfig()
     assert set(from_file.families) == set(DEFAULT_WEIGHTS)
 
@@ -214,7 +218,7 @@ def test_a_wrong_config_is_refused_when_the_zip_is_built(tmp_path, toml, message
 
 
 def test_results_json_is_not_written_into_the_repository_by_default():
-    from lab.grading import GRADESCOPE_RESULTS
+    from specdec.grading import GRADESCOPE_RESULTS
 
     assert GRADESCOPE_RESULTS == "/autograder/results/results.json"
     assert "results.json" in (REPO / ".gitignore").read_text().split()

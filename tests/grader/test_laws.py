@@ -1,4 +1,4 @@
-"""The grader's expected laws (lab/grading/laws.py) are written apart from the reference; these
+"""The grader's expected laws (specdec/grading/laws.py) are written apart from the reference; these
 exact (float64) tests hold them against the reference's helpers and against the theorem they
 must satisfy, so that neither side can drift alone."""
 
@@ -9,7 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from lab.grading.laws import (
+from reference.sampling import SamplingParams, probabilities
+from reference.verification import verify_law
+from specdec.grading.laws import (
     ModelRows,
     generation_law,
     loop_joint_law,
@@ -18,11 +20,9 @@ from lab.grading.laws import (
     transformed,
     verify_joint_law,
 )
-from lab.grading.loop_checks import SAMPLED, case_laws, tiny_pair
-from lab.grading.verify_joint import AB_P, AB_Q, fixed_rows
-from lab.grading.verify_tables import RandomTable
-from reference.sampling import SamplingParams, probabilities
-from reference.verification import verify_law
+from specdec.grading.loop_checks import SAMPLED, case_laws, tiny_pair
+from specdec.grading.verify_joint import AB_P, AB_Q, fixed_rows
+from specdec.grading.verify_tables import RandomTable
 
 
 def close(a: dict, b: dict, atol: float = 1e-12) -> bool:
@@ -115,7 +115,7 @@ def test_drafts_completed_by_the_target_follow_the_targets_law():
     q_rows = RandomTable(3, seed=12, copy=p_rows, copy_frac=0.3)
     k = 2
     completed: dict = {}
-    from lab.grading.laws import drafts_with_weight
+    from specdec.grading.laws import drafts_with_weight
 
     for drafts, w in drafts_with_weight(q_rows, (), k):
         P = np.stack([p_rows(drafts[:i]) for i in range(k + 1)])

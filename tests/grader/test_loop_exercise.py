@@ -16,12 +16,12 @@ import sys
 import numpy as np
 import pytest
 
-from lab.grading import grade
-from lab.grading.core import run_families
-from lab.grading.loop_checks import loop_crash_hint, loop_families
-from lab.grading.submission import Submission, load_submission
 from reference.kv_cache import KVCache
 from reference.verification import verify
+from specdec.grading import grade
+from specdec.grading.core import run_families
+from specdec.grading.loop_checks import loop_crash_hint, loop_families
+from specdec.grading.submission import Submission, load_submission
 
 from . import broken_loops_exercise as broken
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from lab.cli import main
+from specdec.cli import main
 
 
 def test_the_transformers_row_runs_on_the_random_pair(tmp_path, capsys):

@@ -6,10 +6,10 @@ import numpy as np
 import torch
 from transformers import GPT2LMHeadModel
 
-from lab.bench import held_out_code_prompts
-from lab.bundled import DRAFT_DIR, MODELS_DIR, TARGET_DIR, load_bundled_pair
 from reference import ModelDrafter, generate, speculative_generate
 from reference.sampling import GREEDY
+from specdec.bench import held_out_code_prompts
+from specdec.bundled import DRAFT_DIR, MODELS_DIR, TARGET_DIR, load_bundled_pair
 
 
 def test_shipped_weights_stay_small():
@@ -58,8 +58,8 @@ def test_greedy_speculative_equals_greedy_autoregressive_on_the_pair():
 def test_the_self_drafting_parts_load_and_decode_exactly():
     """models/self_draft: the exit heads and extra heads fit the bundled target, their
     metadata says how they were made, and greedy decoding with them equals generate."""
-    from lab.bundled import SELF_DRAFT_DIR, load_exit_head, load_heads
     from reference import EarlyExitDrafter, HeadsDrafter
+    from specdec.bundled import SELF_DRAFT_DIR, load_exit_head, load_heads
 
     meta = json.loads((SELF_DRAFT_DIR / "metadata.json").read_text())
     for key in ("command", "exit_heads", "extra_heads", "date", "hyperparameters"):

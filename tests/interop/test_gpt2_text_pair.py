@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from lab.cli import main
-from lab.text import HFTokenizer, load_text_pair, tokenizer_of
 from reference import ModelDrafter, generate, speculative_generate
 from reference.sampling import GREEDY
 from reference.weights import CheckpointError
+from specdec.cli import main
+from specdec.text import HFTokenizer, load_text_pair, tokenizer_of
 
 from .conftest import make_hf_gpt2
 
@@ -161,8 +161,8 @@ def test_the_bundled_pair_stays_byte_level_without_tokenizers(monkeypatch):
     """No tokenizer.json next to the bundled pair: the byte tokenizer, no library needed."""
     import sys
 
-    from lab.bundled import DRAFT_DIR, TARGET_DIR
-    from lab.text import ByteTokenizer
+    from specdec.bundled import DRAFT_DIR, TARGET_DIR
+    from specdec.text import ByteTokenizer
 
     monkeypatch.setitem(sys.modules, "tokenizers", None)  # importing it would fail
     pair = load_text_pair(TARGET_DIR, DRAFT_DIR)

@@ -1,4 +1,4 @@
-"""The grader (`specdec grade`, lab/grading/) run on real-world samplers through adapters
+"""The grader (`specdec grade`, specdec/grading/) run on real-world samplers through adapters
 (tests/interop/samplers.py): transformers' `_speculative_sampling` and a gpt-fast-style torch
 verify must pass; transformers' ensemble-weight option, lossy by design, must be rejected,
 with its distance from the target's law reported.
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from lab.grading.core import Family, run_families
-from lab.grading.submission import Submission
-from lab.grading.verify_checks import verify_families
-from lab.grading.verify_exact import exact_checks
-from lab.grading.verify_joint import ab_checks, fixed_check
+from specdec.grading.core import Family, run_families
+from specdec.grading.submission import Submission
+from specdec.grading.verify_checks import verify_families
+from specdec.grading.verify_exact import exact_checks
+from specdec.grading.verify_joint import ab_checks, fixed_check
 
 from .samplers import gpt_fast_verify, transformers_ensemble_verify, transformers_verify
 

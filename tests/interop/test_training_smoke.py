@@ -9,7 +9,7 @@ import numpy as np
 
 from reference import ModelDrafter, SamplingParams, speculative_generate
 from reference.weights import load_gpt2
-from training import train_pair
+from specdec.training import train_pair
 
 TINY = [
     "--minutes-target", "0.03", "--minutes-draft", "0.03",
@@ -28,7 +28,7 @@ def test_the_script_trains_exports_and_describes_both_models(tmp_path):
         meta = json.loads((out / role / "metadata.json").read_text())
         assert meta["steps"] == 3
         assert meta["bits_per_byte_held_out"] > 0
-        assert meta["command"].startswith("python -m training.train_pair --out")
+        assert meta["command"].startswith("python -m specdec.training.train_pair --out")
         assert (runs / f"{role}.pt").is_file()  # the checkpoint a --resume would continue
     draft_meta = json.loads((out / "draft" / "metadata.json").read_text())
     assert draft_meta["hyperparameters"]["kl_weight"] == 0.0  # plain cross-entropy by default

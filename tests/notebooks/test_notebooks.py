@@ -64,7 +64,7 @@ def test_the_course_is_complete():
 @pytest.mark.parametrize("source", SOURCES, ids=ids(SOURCES))
 def test_every_notebook_chooses_its_blas_threads_and_names_its_machine(source):
     """JupyterLab's "Run All", `make lab` and render.py must measure the same thing: the first
-    code cell sets the BLAS threads (lab.machine.use_blas_threads) and prints the machine."""
+    code cell sets the BLAS threads (specdec.machine.use_blas_threads) and prints the machine."""
     nb = jupytext.read(source)
     first = next(c.source for c in nb.cells if c.cell_type == "code")
     assert "use_blas_threads()" in first, f"{source.name}: its first code cell sets no threads"

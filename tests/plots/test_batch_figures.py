@@ -1,4 +1,4 @@
-"""The ragged-batch figures (lab/figures/batch.py): what they draw is the batch they were given.
+"""The ragged-batch figures (specdec/figures/batch.py): what they draw is the batch they were given.
 
 Hand-made counts: three sequences, the second finishing after two rounds, the third drafting
 fewer tokens in its last round; and one pass with ragged starts and lengths and a finished
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from lab import figures
-from lab.figures.batch import HISTORY, NEW, PAD, REAL, UNUSED, acceptance_grid, pass_layout
 from reference.batch import batch_attention_mask
+from specdec import figures
+from specdec.figures.batch import HISTORY, NEW, PAD, REAL, UNUSED, acceptance_grid, pass_layout
 from tests.plots.test_plot_functions import check_png, drawn, texts  # noqa: F401
 
 ACCEPTED = [[4, 0, 2], [1, 3], [4, 4, 1]]

@@ -1,4 +1,4 @@
-"""Every figure function of lab.figures, run on a real small run: a PNG must come out, and
+"""Every figure function of specdec.figures, run on a real small run: a PNG must come out, and
 what the figure draws (bar heights, line points, the numbers printed in it) must be the data
 it was given.
 
@@ -20,22 +20,23 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
-from lab import figures
-from lab.bench import run_bench
-from lab.costs import CostProfile, measure_costs
-from lab.figures.style import CACHE_COLOURS, FATE_COLOURS, probability_text
-from lab.standins import noisy_copy
 from reference import GPT, GPTConfig, ModelDrafter, SamplingParams, init_params
 from reference.speculative import ACCEPTED, speculative_generate
 from reference.tokenizer import VOCAB_SIZE, encode
 from reference.verification import verify_law
+from specdec import figures
+from specdec.bench import run_bench
+from specdec.costs import CostProfile, measure_costs
+from specdec.figures.style import CACHE_COLOURS, FATE_COLOURS, probability_text
+from specdec.standins import noisy_copy
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
 def pair():
-    """A byte-level target and its noisy copy (lab.standins): drafts accepted often, not always."""
+    """A byte-level target and its noisy copy (specdec.standins): drafts accepted often, not
+    always."""
     cfg = GPTConfig(n_vocab=VOCAB_SIZE, n_ctx=96, n_embd=32, n_head=2, n_layer=2)
     target = GPT(cfg, init_params(cfg, np.random.default_rng(0), std=0.1))
     return target, noisy_copy(target, noise=0.02, seed=1)
@@ -255,7 +256,7 @@ def test_round_figures(run, tmp_path, drawn):
 
     check_png(figures.plot_token_fates(trace, prompt, tmp_path / "fates.png"))
     # one box per token, prompt first, each coloured by its fate in the trace
-    from lab.report import fates
+    from specdec.report import fates
 
     faces = [
         face
@@ -333,7 +334,7 @@ def test_law_figures(run, tmp_path, drawn):
 
 
 def plot_functions_defined() -> list[str]:
-    """Every plot_* function defined in a module of lab.figures."""
+    """Every plot_* function defined in a module of specdec.figures."""
     names = []
     for info in pkgutil.iter_modules(figures.__path__):
         module = importlib.import_module(f"{figures.__name__}.{info.name}")
@@ -346,11 +347,11 @@ def plot_functions_defined() -> list[str]:
 
 
 def test_every_plot_function_is_exported_and_exercised():
-    """A new plot_* function must be re-exported by lab.figures and get a line in a test of
+    """A new plot_* function must be re-exported by specdec.figures and get a line in a test of
     tests/plots."""
     names = plot_functions_defined()
     not_exported = sorted(set(names) - set(figures.__all__))
-    assert not not_exported, f"plot functions lab.figures does not re-export: {not_exported}"
+    assert not not_exported, f"plot functions specdec.figures does not re-export: {not_exported}"
     source = "".join(f.read_text() for f in Path(__file__).parent.glob("test_*.py"))
     missing = [n for n in names if f"figures.{n}(" not in source]
     assert not missing, f"plot functions without a test: {missing}"

@@ -1,4 +1,4 @@
-"""The tree-draft figures (lab/figures/trees.py): what they draw is the tree they were given.
+"""The tree-draft figures (specdec/figures/trees.py): what they draw is the tree they were given.
 
 A hand-made tree of point masses (root; three children; two grandchildren under the second
 child) with a known accepted path, so every node's fate is known in advance."""
@@ -9,11 +9,11 @@ import numpy as np
 from matplotlib.colors import to_rgba
 from matplotlib.patches import FancyBboxPatch
 
-from lab import figures
-from lab.figures.style import FATE_COLOURS
-from lab.figures.trees import tree_fates
 from reference.speculative import ACCEPTED, NEVER_EXAMINED, REJECTED
 from reference.tree import POINT, ROOT, Tree, ancestor_mask
+from specdec import figures
+from specdec.figures.style import FATE_COLOURS
+from specdec.figures.trees import tree_fates
 from tests.plots.test_plot_functions import check_png, drawn, texts  # noqa: F401
 
 V = 8

@@ -14,6 +14,6 @@ def pytest_report_header(config) -> list[str]:
 @pytest.fixture(scope="session")
 def pair():
     """The bundled trained pair (reference models; the twin copies them to the device)."""
-    from lab.bundled import load_bundled_pair
+    from specdec.bundled import load_bundled_pair
 
     return load_bundled_pair()

@@ -275,8 +275,8 @@ def test_the_preflights_kernel_check_passes_on_the_emulator(kernels_in_the_emula
 
 
 def test_the_bench_times_the_unfused_twin_only_where_the_kernels_run(kernels_in_the_emulator):
-    from lab import gpu_bench
-    from lab.bench import held_out_code_prompts
+    from specdec import gpu_bench
+    from specdec.bench import held_out_code_prompts
 
     prompts = held_out_code_prompts(1)
     rate = gpu_bench.unfused_rate(prompts, 2, 4, "model", None)  # the bodies: nothing emulated

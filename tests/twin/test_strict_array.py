@@ -29,9 +29,9 @@ import gpu.tree as twin_tree
 import reference
 from gpu.backend import counting_launches, counting_transfers, to_device
 from gpu.standin import DeviceArray, HiddenSyncError, HostArrayError
-from lab.bundled import SELF_DRAFT_DIR, load_exit_head, load_heads
 from reference.sampling import GREEDY, SamplingParams
 from reference.tree import POINT, SAMPLED, WITHOUT_REPLACEMENT
+from specdec.bundled import SELF_DRAFT_DIR, load_exit_head, load_heads
 
 # short (a long prefill is most of a short run's time), and repeating itself, so that the
 # lookup drafters find matches in some rounds and not in others

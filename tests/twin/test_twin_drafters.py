@@ -13,9 +13,9 @@ import reference
 import reference.tree as ref_tree
 from gpu.backend import counting_transfers, to_host
 from gpu.drafters import as_twin_drafter
-from lab.bundled import SELF_DRAFT_DIR, load_exit_head, load_heads
 from reference import drafters as ref_drafters
 from reference.sampling import GREEDY, SamplingParams
+from specdec.bundled import SELF_DRAFT_DIR, load_exit_head, load_heads
 
 # code that repeats itself, so that the lookup matches in some rounds and not in others
 PROMPT = np.frombuffer(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.standins import noisy_copy
+from specdec.standins import noisy_copy
 
 from .helpers import (
     OTHER_VOCAB_CFG,

@@ -600,8 +600,8 @@ def test_a_batch_hands_every_drafter_the_targets_state(target, sampling):
     """Extra heads draft from the target's last hidden state, which the batched loop hands
     each row after its prefill and after every round (`observe`), as the single loop does: a
     batch of one reproduces speculative_generate with heads, drafts included."""
-    from lab.standins import random_heads
     from reference import HeadsDrafter
+    from specdec.standins import random_heads
 
     heads = random_heads(target.config.n_embd, 3, seed=4)
     for seed in range(3):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lab.bench import Tally, bench_point, markdown_report, run_bench
-from lab.costs import CostProfile, expected_tokens_per_round, predicted_speedup
-from lab.timing import StageClock
 from reference import ModelDrafter, SpeculativeStats, speculative_generate
 from reference.sampling import GREEDY
+from specdec.bench import Tally, bench_point, markdown_report, run_bench
+from specdec.costs import CostProfile, expected_tokens_per_round, predicted_speedup
+from specdec.timing import StageClock
 
 KS = [1, 3]
 

@@ -85,7 +85,7 @@ def test_the_file_is_the_safetensors_library_format(ckpt):
 
 
 def test_the_bundled_pair_still_loads():
-    from lab.bundled import bundled_pair_available, load_bundled_pair
+    from specdec.bundled import bundled_pair_available, load_bundled_pair
 
     assert bundled_pair_available()
     target, draft = load_bundled_pair()

@@ -1,14 +1,14 @@
-"""Choosing k by measurement (lab/choose_k.py): the formula's argmax, a true acceptance rate."""
+"""Choosing k by measurement (specdec/choose_k.py): the formula's argmax, a true acceptance rate."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lab.choose_k import acceptance_rate, best_k, choose_k
-from lab.costs import CostProfile, predicted_speedup
-from lab.standins import random_pair
 from reference.sampling import SamplingParams
+from specdec.choose_k import acceptance_rate, best_k, choose_k
+from specdec.costs import CostProfile, predicted_speedup
+from specdec.standins import random_pair
 
 GREEDY, SAMPLED = SamplingParams(), SamplingParams(temperature=0.8)
 

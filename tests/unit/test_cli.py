@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lab.cli import main, parse_list
+from specdec.cli import main, parse_list
 
 
 def test_demo_prints_the_text_the_rounds_and_the_statistics(capsys):

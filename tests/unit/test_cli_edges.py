@@ -10,12 +10,12 @@ import argparse
 import numpy as np
 import pytest
 
-import lab.cli as cli
-from lab.cli import build_parser, main, unescape
-from lab.report import MARKS, render_marked, stats_table
+import specdec.cli as cli
 from reference import GPT, GPTConfig, init_params
 from reference.speculative import SpeculativeStats
 from reference.weights import save_gpt2
+from specdec.cli import build_parser, main, unescape
+from specdec.report import MARKS, render_marked, stats_table
 
 
 def refused(capsys, argv, *words, code=2) -> str:
@@ -241,7 +241,7 @@ def test_bench_keeps_what_was_measured_when_interrupted(tmp_path):
     # KeyboardInterrupt handler; so the child restores the handler before running the CLI
     start = (
         "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "from lab.cli import main; sys.exit(main(sys.argv[1:]))"
+        "from specdec.cli import main; sys.exit(main(sys.argv[1:]))"
     )
     argv = [sys.executable, "-c", start, "bench", "--random", "--ks", "1-8"]
     argv += ["--temperatures", "0,0.8", "--repeats", "2", "--prompts", "code"]
@@ -280,7 +280,7 @@ def test_bench_names_the_machine_in_its_report_and_json(tmp_path, capsys):
     the fast path's choices and the plain model's costs are reported beside it."""
     import json
 
-    from lab.machine import describe_machine
+    from specdec.machine import describe_machine
 
     argv = ["bench", "--random", "--ks", "1,2", "--temperatures", "0", "--repeats", "1"]
     argv += ["--prompts", "code", "--max-new-tokens", "6", "--no-transformers"]
@@ -297,8 +297,8 @@ def test_bench_names_the_machine_in_its_report_and_json(tmp_path, capsys):
     assert data["machine"]["kernel"] == machine.kernel and data["machine"]["threads"] == 1
     assert set(data["fast_path_kept_rows"]) == {"target", "draft"}
     assert data["plain_costs"]["v"]["3"] > 0
-    # lab.bench_summary reads the same file into one row per run (README's machine table)
-    from lab.bench_summary import main as summary_main
+    # specdec.bench_summary reads the same file into one row per run (README's machine table)
+    from specdec.bench_summary import main as summary_main
 
     capsys.readouterr()
     assert summary_main([str(tmp_path)]) == 0
@@ -313,7 +313,7 @@ def test_bench_names_the_machine_in_its_report_and_json(tmp_path, capsys):
 def test_bench_random_transformers_row_uses_the_same_random_weights(capsys, tmp_path, monkeypatch):
     """With --random, transformers gets the random pair itself (saved for the run), never
     the bundled pair or another model."""
-    import lab.bench
+    import specdec.bench
     from reference.weights import load_gpt2
 
     seen = {}
@@ -334,7 +334,7 @@ def test_bench_random_transformers_row_uses_the_same_random_weights(capsys, tmp_
             "ratio_max": 1.0,
         }
 
-    monkeypatch.setattr(lab.bench, "run_transformers_rows", fake_row)
+    monkeypatch.setattr(specdec.bench, "run_transformers_rows", fake_row)
     argv = [a for a in BENCH if a != "--no-transformers"] + ["--out", str(tmp_path)]
     assert main(argv) == 0
     assert "specdec-random-" in str(seen["t"]) and not seen["t"].exists()  # cleaned up

@@ -1,4 +1,4 @@
-"""lab/costs.py: Leviathan's formulas against numbers worked out by hand, and the cost profile
+"""specdec/costs.py: Leviathan's formulas against numbers worked out by hand, and the cost profile
 measured on stub models whose costs are set by a fake clock."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lab import costs
-from lab.costs import expected_tokens_per_round, measure_costs, predicted_speedup
+from specdec import costs
+from specdec.costs import expected_tokens_per_round, measure_costs, predicted_speedup
 
 # ---------------------------------------------------------------- the formulas
 

@@ -1,5 +1,5 @@
-"""The opt-in CPU fast path (lab/fast_cpu.py): the plain model's logits, never stale, and
-tricks chosen by measurement (lab/fast_cpu_plan.py).
+"""The opt-in CPU fast path (specdec/fast_cpu.py): the plain model's logits, never stale, and
+tricks chosen by measurement (specdec/fast_cpu_plan.py).
 
 The parity tests force every trick on (`tricks="all"`) so that each is exercised whatever this
 machine measured; the plan tests check the choice itself with made-up timings."""
@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lab import fast_cpu, fast_cpu_plan
-from lab.bundled import load_bundled_pair
-from lab.fast_cpu import FastGPT, fast
 from reference import GPT, GPTConfig, ModelDrafter, generate, init_params, speculative_generate
 from reference import model as plain_model
+from specdec import fast_cpu, fast_cpu_plan
+from specdec.bundled import load_bundled_pair
+from specdec.fast_cpu import FastGPT, fast
 
 from .helpers import GREEDY, assert_close_scaled
 

@@ -31,7 +31,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_the_core_never_imports_the_lab_or_anything_but_numpy():
-    """No file of reference/ imports lab, gpu, training, tests or a package other than numpy
+    """No file of reference/ imports specdec, gpu, tests or a package other than numpy
     (the standard library aside; weights.py may also use safetensors): the core stays
     readable on its own and the tooling depends on it, never the other way round."""
     for path in sorted(CORE.glob("*.py")):
@@ -64,8 +64,8 @@ def test_the_safetensors_exception_is_for_checkpoint_io_only(tmp_path):
 def test_the_checker_sees_a_forbidden_import(tmp_path):
     """The check above would catch an import of the lab, also inside a function."""
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from lab.timing import StageClock\n    import matplotlib\n")
-    assert {"lab", "matplotlib"} <= imported_modules(bad)
+    bad.write_text("def f():\n    from specdec.timing import StageClock\n    import matplotlib\n")
+    assert {"specdec", "matplotlib"} <= imported_modules(bad)
 
 
 def test_the_core_holds_only_core_files():
@@ -110,7 +110,7 @@ def test_core_files_stay_small():
 
 def test_grader_files_stay_small():
     """The grader's files too: one family or one concern each, none past 620 lines."""
-    grading = CORE.parent / "lab" / "grading"
+    grading = CORE.parent / "specdec" / "grading"
     sizes = {p.name: len(p.read_text().splitlines()) for p in grading.glob("*.py")}
     assert max(sizes.values()) <= 620, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lab.bundled import bundled_pair_available, load_bundled_pair
 from reference import HybridDrafter, LookupDrafter, ModelDrafter, SamplingParams, generate
 from reference.kv_cache import KVCache
 from reference.speculative import prefill, speculative_round
 from reference.tokenizer import encode
+from specdec.bundled import bundled_pair_available, load_bundled_pair
 
 from .helpers import GREEDY, assert_cache_is_prefill, speculative_run
 

@@ -1,4 +1,4 @@
-"""The method table (lab/methods.py) and the drafters it runs by name (lab/drafting.py)."""
+"""The method table (specdec/methods.py) and the drafters it runs by name (specdec/drafting.py)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 import reference
-from lab.bench import run_bench
-from lab.costs import CostProfile
-from lab.drafting import DRAFTERS, generate_function, make_drafter
-from lab.methods import best_points, methods_markdown, parse_drafters, run_methods
-from lab.standins import random_exit_head, random_heads
 from reference.weights import write_safetensors
+from specdec.bench import run_bench
+from specdec.costs import CostProfile
+from specdec.drafting import DRAFTERS, generate_function, make_drafter
+from specdec.methods import best_points, methods_markdown, parse_drafters, run_methods
+from specdec.standins import random_exit_head, random_heads
 
 PLAN = {
     "model": [1, 2],
@@ -26,7 +26,7 @@ PLAN = {
 
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory, target):
-    # a folder of self-drafting parts for the unit target, as training/train_heads.py writes
+    # a folder of self-drafting parts for the unit target, as specdec/training/train_heads.py writes
     folder = tmp_path_factory.mktemp("self_draft")
     C = target.config.n_embd
     write_safetensors(folder / "exit-1.safetensors", random_exit_head(C, 0))
@@ -69,7 +69,7 @@ def test_every_drafter_name_builds_and_matches_generate_at_greedy(target, draft,
 
 
 def test_heads_without_trained_heads_say_how_to_make_them(target, draft, tmp_path):
-    with pytest.raises(FileNotFoundError, match="training.train_heads"):
+    with pytest.raises(FileNotFoundError, match="specdec.training.train_heads"):
         make_drafter("heads", reference, target, draft, self_draft_dir=tmp_path)
 
 
@@ -94,7 +94,7 @@ def test_several_drafters_share_one_autoregressive_baseline(target, draft, parts
         costs=costs,
         ks_by_drafter=PLAN,
         drafter_options=options(parts),
-        shared_baseline=True,  # as lab.methods.run_methods runs it
+        shared_baseline=True,  # as specdec.methods.run_methods runs it
     )
     runs = [(p.temperature, p.drafter, p.k) for p in report.points]
     assert runs == [(t, name, k) for t in (0.0, 1.0) for name, ks in PLAN.items() for k in ks]

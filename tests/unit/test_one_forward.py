@@ -14,12 +14,12 @@ import pytest
 import gpu
 from gpu import model as twin_model
 from gpu.backend import to_host
-from lab import fast_cpu
-from lab.fast_cpu import fast
 from reference import GPT, GPTConfig, init_params
 from reference import model as plain_model
 from reference.batch import batched_forward, new_batch_cache
 from reference.tree import chain_parents, tree_forward
+from specdec import fast_cpu
+from specdec.fast_cpu import fast
 
 from .helpers import assert_close_scaled
 

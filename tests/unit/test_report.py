@@ -1,12 +1,12 @@
-"""lab/report.py, the text renderings the CLI prints and notebooks 2-7 teach from, on rounds
+"""specdec/report.py, the text renderings the CLI prints and notebooks 2-7 teach from, on rounds
 built by hand so that every expected string is known in advance."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from lab import report
 from reference.speculative import RoundTrace, SpeculativeStats
+from specdec import report
 
 V = 256  # byte-level ids
 

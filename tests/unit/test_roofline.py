@@ -1,13 +1,13 @@
-"""lab/roofline.py: the bytes and FLOPs it charges a pass, and the timing it does inside one."""
+"""specdec/roofline.py: the bytes and FLOPs it charges a pass, and the timing it does inside one."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lab import roofline
-from lab.fast_cpu import fast
 from reference import GPT, GPTConfig, init_params
+from specdec import roofline
+from specdec.fast_cpu import fast
 
 CFG = GPTConfig(n_vocab=40, n_ctx=64, n_embd=32, n_head=2, n_layer=2)
 

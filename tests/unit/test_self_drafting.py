@@ -6,8 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lab.standins import random_exit_head as exit_head
-from lab.standins import random_heads
 from reference import generate, speculative_generate
 from reference.config import GPTConfig
 from reference.early_exit import EarlyExitDrafter, lower_layers
@@ -15,6 +13,8 @@ from reference.heads import HeadsDrafter
 from reference.model import GPT, init_params
 from reference.sampling import SamplingParams
 from reference.speculative import prefill, speculative_round, verification_pass
+from specdec.standins import random_exit_head as exit_head
+from specdec.standins import random_heads
 
 GREEDY = SamplingParams(temperature=0.0)
 

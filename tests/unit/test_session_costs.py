@@ -1,4 +1,4 @@
-"""lab/session_costs.py: one measurement per session, reused only where it still applies.
+"""specdec/session_costs.py: one measurement per session, reused only where it still applies.
 
 No assert here bounds a time: the numbers come from this machine's clock. What is checked is
 the bookkeeping: what is measured, when a saved measurement is read back, and when not.
@@ -12,11 +12,11 @@ import math
 import numpy as np
 import pytest
 
-from lab import session_costs as sc
-from lab.session_costs import MAX_T, session_context, session_costs
-from lab.standins import noisy_copy
 from reference import GPTConfig
 from reference.tokenizer import VOCAB_SIZE
+from specdec import session_costs as sc
+from specdec.session_costs import MAX_T, session_context, session_costs
+from specdec.standins import noisy_copy
 
 from .helpers import make_model
 

@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
-from lab.timing import StageClock
 from reference import ModelDrafter, SamplingParams, generate, speculative_generate
 from reference.checks import check_clock
+from specdec.timing import StageClock
 
 SOFT = SamplingParams(temperature=1.0)
 

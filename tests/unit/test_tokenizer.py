@@ -1,5 +1,5 @@
 """The byte-level tokenizer of the bundled pair, directly: every string round-trips, EOS
-cuts the text, each token prints readably; and the same tokenizer behind lab/text.py's
+cuts the text, each token prints readably; and the same tokenizer behind specdec/text.py's
 common interface, picked for a folder without tokenizer.json."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from lab.text import ByteTokenizer, tokenizer_of
 from reference.tokenizer import EOS, VOCAB_SIZE, decode, encode, token_text
 from reference.weights import CheckpointError
+from specdec.text import ByteTokenizer, tokenizer_of
 
 
 @pytest.mark.parametrize("text", ["", "def f(x):\n\treturn x\n", "naïve café ✓ 中文", "\x00\x7f"])

@@ -449,8 +449,8 @@ def heads_target():
 
 
 def heads_tree_drafter(target, widths, max_nodes=None, seed=1):
-    from lab.standins import random_heads
     from reference.heads import HeadsDrafter
+    from specdec.standins import random_heads
 
     heads = HeadsDrafter(target, random_heads(target.config.n_embd, len(widths), seed=seed))
     return tree_mod.HeadsTreeDrafter(heads, widths, max_nodes)

@@ -1,0 +1,118 @@
+"""The drafters the CLI and the bench can run, by name.
+
+model    an independent draft model (ModelDrafter), the article's §10.1
+lookup   prompt lookup / n-gram drafts from the committed text (LookupDrafter), §10.2
+hybrid   lookup when the text has a match, the draft model otherwise (HybridDrafter)
+early-exit   the target's first blocks + a trained exit head (EarlyExitDrafter), §10.3;
+         its verification pass starts the drafted rows at the exit layer
+heads    extra heads on the target's last hidden state (HeadsDrafter), §10.3
+lookup+heads lookup when the text has a match, the heads otherwise (no second model at all)
+tree, tree-wide  the draft model's top-b tree (ModelTreeDrafter), one target pass per round
+tree-heads   the extra heads' tree (HeadsTreeDrafter)
+
+Every drafter runs on both backends: `core` is the `reference` module or the GPU twin
+`gpu`, and the tree drafters and loop come from its `tree` module (reference.tree, gpu.tree).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from specdec.bundled import SELF_DRAFT_DIR, load_exit_head, load_heads
+
+DRAFTERS = (
+    "model", "lookup", "hybrid", "early-exit", "heads", "lookup+heads", "tree", "tree-wide",
+    "tree-heads",
+)  # fmt: skip
+# Tree shapes by name (widths per depth). Top-b point masses: exact at any temperature, and
+# at greedy the only rule whose siblings differ (sampling a one-hot q repeats one token).
+TREE_WIDTHS = {"tree": (2, 1, 1, 1), "tree-wide": (3, 1, 1), "tree-heads": (3, 2, 2, 1)}
+TREE_DRAFTERS = tuple(TREE_WIDTHS)  # their k is the tree's depth, len(widths)
+HEADS_TREE_NODES = 10
+
+# The exit layer of `early-exit`: after 2 of the bundled target's 6 blocks. Its trained exit
+# head agrees with the target's argmax on 75 % of held-out positions (80 % after 3 blocks),
+# and drafting costs a third of a target step instead of a half (docs/benchmarks.md).
+EXIT_LAYER = 2
+
+
+def make_drafter(
+    name: str,
+    core,
+    target,
+    draft,
+    min_confidence: float | None = None,
+    self_draft_dir=SELF_DRAFT_DIR,
+    exit_layer: int = EXIT_LAYER,
+    tree_widths: tuple[int, ...] | None = None,
+):
+    # -> a Drafter of `core` (the `reference` or `gpu` module) for the pair (target, draft);
+    # `self_draft_dir` holds the exit heads and extra heads trained on this target;
+    # `tree_widths` replaces a tree drafter's shape (children per node at each depth)
+    if name not in DRAFTERS:
+        raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, got {name!r}")
+    if name == "model":
+        return core.ModelDrafter(draft, min_confidence)
+    if name == "early-exit":  # no trained exit head: the target's own final LayerNorm
+        head = None if self_draft_dir is None else load_exit_head(exit_layer, self_draft_dir)
+        return core.EarlyExitDrafter(target, exit_layer, head, min_confidence)
+    if name == "heads":
+        return core.HeadsDrafter(target, trained_heads(self_draft_dir))
+    if name in ("tree", "tree-wide"):
+        from reference.tree import POINT
+
+        widths = tree_widths or TREE_WIDTHS[name]
+        return tree_module(core).ModelTreeDrafter(draft, widths, POINT)
+    if name == "tree-heads":
+        heads = core.HeadsDrafter(target, trained_heads(self_draft_dir))
+        widths = tree_widths or TREE_WIDTHS[name]
+        return tree_module(core).HeadsTreeDrafter(heads, widths, HEADS_TREE_NODES)
+    # "longest": copy from the occurrence followed by the most tokens; it beat "recent" on
+    # copy-heavy prompts and tied on held-out code (docs/benchmarks.md, "Drafting without a
+    # second model", like the choices below)
+    if name == "lookup":
+        return core.LookupDrafter(target.n_vocab, target.config.n_ctx, prefer="longest")
+    # In a hybrid, a match of one or two bytes is weak evidence and hides the draft model
+    # (at byte level almost every token has occurred before): only matches of 3-4 tokens
+    # take over.
+    lookup = core.LookupDrafter(
+        target.n_vocab, target.config.n_ctx, max_ngram=4, min_ngram=3, prefer="longest"
+    )
+    if name == "lookup+heads":
+        return core.HybridDrafter(lookup, core.HeadsDrafter(target, trained_heads(self_draft_dir)))
+    return core.HybridDrafter(lookup, core.ModelDrafter(draft, min_confidence))
+
+
+def describe_tree(name: str, tree_widths: tuple[int, ...] | None = None) -> str:
+    # "2,2,1 (children per node at depths 1..3; 10 candidates)": a tree drafter's shape
+    widths = tree_widths or TREE_WIDTHS[name]
+    candidates, level = 0, 1
+    for b in widths:
+        level *= b
+        candidates += level
+    text = f"{','.join(map(str, widths))} (children per node at depths 1..{len(widths)}; "
+    if name == "tree-heads" and candidates > HEADS_TREE_NODES:
+        return text + f"the {HEADS_TREE_NODES} likeliest of {candidates} candidates)"
+    return text + f"{candidates} candidates)"
+
+
+def trained_heads(self_draft_dir) -> dict:
+    if self_draft_dir is None:
+        raise ValueError(
+            "the heads drafter needs extra heads trained on this target: train them with "
+            "`python -m specdec.training.train_heads --target DIR --out DIR2` and pass "
+            "--self-draft DIR2"
+        )
+    return load_heads(self_draft_dir)
+
+
+def tree_module(core):
+    # the `reference` or `gpu` module -> its tree loop and drafters (reference.tree, gpu.tree)
+    return importlib.import_module(f"{core.__name__}.tree")
+
+
+def generate_function(core, drafter):
+    # the loop of `core` that runs this drafter: trees have their own round (its tree module)
+    if hasattr(drafter, "propose_tree"):
+        return tree_module(core).tree_speculative_generate
+    return core.speculative_generate

@@ -1,0 +1,178 @@
+"""The opt-in CPU fast path: the same GPT, computed in ways OpenBLAS often runs faster.
+
+`FastGPT` is a `reference.model.GPT` whose block computations `linear`, `attend` and
+`activation`, and its output layer `logits`, can be replaced by versions that give the same
+numbers to float32 rounding but suit OpenBLAS and NumPy's call overhead on a CPU. The plain
+model stays the one to read; docs/fast-path.md says why each trick exists and what it
+measured, docs/benchmarks.md ("The CPU limit") how far a pass still is from its floor, and
+tests/unit/test_fast_cpu.py holds it to the plain model's logits.
+
+Which tricks pay depends on the machine: with OpenBLAS's SkylakeX kernels the blocked few-row
+product makes an 8-row pass several times cheaper; with its Haswell kernels (AVX2 laptops) the
+same product can be slower than `x @ W`. So `fast(model)` measures before it chooses: each
+trick is timed against the plain computation on the model's own shapes, for every row count
+it serves, and kept only where it measured faster (`TrickPlan`, cached for the process per
+shape, kernel and thread count). `fast(model, tricks="all")` forces every trick (the parity
+tests), `tricks="none"` none; `describe_plan` prints what was chosen and why.
+
+It can never go stale: it keeps no copy of any weight. Each linear weight is stored once,
+as a transposed contiguous array [C_out, C_in], and `params[name]` is a view of it with the
+checkpoint's shape [C_in, C_out]; every call reads `params` afresh. Editing a weight in place
+(`params[name] *= 0.5`) edits the only copy, and replacing one (`params[name] = w`) is seen
+by the next call (then without the layout, so slower, but right).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from reference.config import GPTConfig
+from reference.model import GPT, attention, causal_mask, gelu
+from specdec.fast_cpu_plan import FEW_ROWS, TrickPlan, measure_plan
+
+# FEW_ROWS (16): from 2 up to this many rows a linear layer may take the sliced path
+# (verification appends k+1 <= 9 rows for the k this project sweeps; prefill and one-row
+# decode keep x @ w).
+
+
+def slice_rows(C_out: int) -> int:
+    # output features per small product: 32 (the AVX-512 kernels' width; 16, 64 and 128
+    # measured no faster for 4-9 rows, docs/fast-path.md), or the whole matrix as one product
+    # when C_out is no multiple of 32
+    return 32 if C_out % 32 == 0 else C_out
+
+
+def linear_few_rows(x: np.ndarray, w_t: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # [T, C_in], w_t = w.T [C_out, C_in] -> [T, C_out]: the same numbers as x @ w + b.
+    # For a handful of rows OpenBLAS first copies ("packs") the whole weight matrix, so a
+    # k+1-row verification pass costs several one-row steps. Cut into slices of B output
+    # features, [B, C_in] @ [C_in, T] is small enough for its unpacked kernels, which read
+    # every weight once for all T rows. The slices are a reshape of the stored w_t (a view,
+    # nothing copied) and one batched matmul runs them all: one NumPy call, not C_out / B.
+    C_out, T = w_t.shape[0], x.shape[0]
+    B = slice_rows(C_out)
+    y_t = np.matmul(w_t.reshape(C_out // B, B, -1), x.T)  # [C_out / B, B, T]
+    # C order: a transposed result would make every later row-wise reduction stride
+    return np.add(y_t.reshape(C_out, T).T, b, order="C")
+
+
+def gelu_by_products(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
+    # GPT-2's gelu, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed in a single
+    # temporary updated in place instead of a new array per operation, and with x * x * x
+    # instead of x**3 (NumPy's float power is several times slower). x is left as it was.
+    c = np.float32(math.sqrt(2.0 / math.pi))
+    t = x * x
+    t *= x
+    t *= np.float32(0.044715)
+    t += x
+    t *= c
+    np.tanh(t, out=t)
+    t += np.float32(1.0)
+    t *= x
+    t *= np.float32(0.5)
+    return t
+
+
+def attention_keys_first(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None
+) -> np.ndarray:
+    # q [..., nh, T, hs], k/v [..., nh, S, hs] -> [..., nh, T, hs]: `attention` (mask None =
+    # causal, or a bool mask that broadcasts to the scores), computed in one scores array.
+    # q k^T is computed as (k q^T)^T -- with the long side (S cached keys) as the rows of the
+    # product OpenBLAS does not repack k -- then copied to C order, so that the softmax's
+    # reductions run along contiguous rows; the scale, mask and softmax then work in place.
+    # A causal pass masks only among the last T - 1 keys (every new row sees the history).
+    T, S = q.shape[-2], k.shape[-2]
+    scores = np.ascontiguousarray((k @ q.swapaxes(-1, -2)).swapaxes(-1, -2))  # [..., nh, T, S]
+    scores *= np.float32(1.0 / math.sqrt(q.shape[-1]))
+    if mask is not None:  # a tree's or a batch's mask
+        np.copyto(scores, np.float32(-1e10), where=~mask)
+    elif T > 1:
+        scores[..., S - T + 1 :][..., future_keys(T)] = np.float32(-1e10)
+    scores -= scores.max(axis=-1, keepdims=True)  # softmax, as reference.model.softmax
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=-1, keepdims=True)
+    return scores @ v
+
+
+@functools.cache
+def future_keys(T: int) -> np.ndarray:  # -> [T, T - 1] bool, True = must not attend
+    # among the last T - 1 keys (the new rows 1..T-1), new row i may not see rows after it:
+    # key j of that slice is new row j + 1, hidden from row i when j + 1 > i. Built once per
+    # T (every layer of every pass asks for it), read-only since it is shared.
+    mask = ~causal_mask(T, T)[:, 1:]
+    mask.flags.writeable = False
+    return mask
+
+
+def is_linear_weight(name: str, w: np.ndarray) -> bool:
+    return name.startswith("h.") and w.ndim == 2
+
+
+def logits_few_rows(h: np.ndarray, wte: np.ndarray) -> np.ndarray:
+    # [T, C], wte [V, C] -> [T, V]: h @ wte^T computed as (wte @ h^T)^T, reading wte in its
+    # stored order (it is already laid out like a w_t), copied to C order
+    return np.ascontiguousarray((wte @ h.T).T)
+
+
+class FastGPT(GPT):
+    """`GPT` with the CPU fast path; same parameters, same logits to float32 rounding.
+
+    `plan` says which trick computes which call (specdec/fast_cpu_plan.py); by default it is
+    measured on this machine when the model is built."""
+
+    def __init__(
+        self, config: GPTConfig, params: dict[str, np.ndarray], plan: TrickPlan | None = None
+    ) -> None:
+        super().__init__(config, params)
+        for name, w in self.params.items():
+            if is_linear_weight(name, w):
+                # one copy, laid out [C_out, C_in]; params[name] is its transposed view
+                self.params[name] = np.ascontiguousarray(w.T).T
+        self.plan = measure_plan(self) if plan is None else plan
+
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        w, b = self.params[name + ".weight"], self.params[name + ".bias"]
+        T = x.shape[0]
+        if 1 < T <= FEW_ROWS and self.plan.uses("linear", w.shape, T):
+            return linear_few_rows(x, w.T, b)  # w.T: the stored [C_out, C_in] array
+        return x @ w + b  # one row, a prefill, or where slices measured no faster
+
+    def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=None) -> np.ndarray:
+        # q [..., nh, T, hs]: the plan was measured on causal passes of T rows; a tree's or a
+        # batch's pass of T new positions follows the same choice (same products, same sizes)
+        if self.plan.uses("attention", (q.shape[-3], q.shape[-1]), q.shape[-2]):  # (nh, hs), T
+            return attention_keys_first(q, k, v, mask)
+        return attention(q, k, v, mask)
+
+    def activation(self, x: np.ndarray) -> np.ndarray:
+        if self.plan.uses("gelu", x.shape[-1:], x.shape[0] if x.ndim > 1 else 1):
+            return gelu_by_products(x)
+        return gelu(x)
+
+    def logits(self, h: np.ndarray) -> np.ndarray:
+        # [T, C] -> [T, V]: h @ wte^T; wte [V, C] is already laid out as a w_t
+        wte = self.params["wte.weight"]
+        T = h.shape[0]
+        if 1 < T <= FEW_ROWS and self.plan.uses("logits", wte.shape, T):
+            return logits_few_rows(h, wte)
+        return h @ wte.T
+
+
+TRICK_CHOICES = ("measure", "all", "none")
+
+
+def fast(model: GPT, tricks: str = "measure") -> FastGPT:
+    """The fast-path twin of a plain model (its weights laid out anew, the model untouched).
+
+    tricks: "measure" (each trick kept where it timed faster here, specdec/fast_cpu_plan.py),
+    "all" (every trick, whatever it costs: the parity tests) or "none" (the plain
+    computations, in the fast model's weight layout)."""
+    if tricks not in TRICK_CHOICES:
+        raise ValueError(f"tricks must be one of {TRICK_CHOICES}, got {tricks!r}")
+    forced = {"all": TrickPlan.all_tricks(), "none": TrickPlan.no_tricks()}.get(tricks)
+    params = {name: w.copy() for name, w in model.params.items()}
+    return FastGPT(model.config, params, forced)

@@ -1,0 +1,145 @@
+"""What each trick of the CPU fast path buys on this machine, measured on the bundled pair.
+
+    .venv/bin/python -m specdec.fast_cpu_report            # prints markdown tables
+
+First the machine and what `fast(model)` chose for each model here (specdec/fast_cpu_plan.py:
+each trick kept only where it measured faster), then the tricks forced on, one by one.
+
+Each row times the plain computation (reference/model.py) and the fast one (specdec/fast_cpu.py)
+on the shapes the bundled pair really uses, one BLAS thread, median of many calls. The
+figures in docs/fast-path.md come from this script.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reference import model as plain
+from reference.tree import TreeShape
+from specdec import fast_cpu
+from specdec.bundled import load_bundled_pair
+from specdec.costs import time_append, time_tree_pass
+from specdec.drafting import TREE_WIDTHS
+from specdec.roofline import median_seconds
+
+
+def median_us(fn, repeats: int = 200) -> float:
+    return median_seconds(fn, repeats, warmups=5) * 1e6
+
+
+def trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float, float]]:
+    # -> [(what, plain microseconds, fast microseconds)]
+    C = target.config.n_embd
+    w = target.params["h.0.mlp.c_fc.weight"]  # [C, 4C]
+    w_t = np.ascontiguousarray(w.T)
+    b = target.params["h.0.mlp.c_fc.bias"]
+    rows = []
+    for T in (2, 5, 8):
+        x = rng.standard_normal((T, C)).astype(np.float32)
+        rows.append(
+            (
+                f"target MLP c_fc [{T},{C}]@[{C},{4 * C}]",
+                median_us(lambda x=x: plain.linear(x, w, b)),
+                median_us(lambda x=x: fast_cpu.linear_few_rows(x, w_t, b)),
+            )
+        )
+    nh, hs, S = target.config.n_head, target.config.head_size, 400
+    q = rng.standard_normal((nh, 5, hs)).astype(np.float32)
+    k = rng.standard_normal((nh, S, hs)).astype(np.float32)
+    v = rng.standard_normal((nh, S, hs)).astype(np.float32)
+    rows.append(
+        (
+            f"attention, 5 new rows over {S} keys (one layer)",
+            median_us(lambda: plain.attention(q, k, v)),
+            median_us(lambda: fast_cpu.attention_keys_first(q, k, v)),
+        )
+    )
+    q1 = q[:, :1]
+    rows.append(
+        (
+            f"attention, 1 new row over {S} keys (one layer)",
+            median_us(lambda: plain.attention(q1, k, v)),
+            median_us(lambda: fast_cpu.attention_keys_first(q1, k, v)),
+        )
+    )
+    wte = target.params["wte.weight"]  # [V, C]
+    h = rng.standard_normal((8, C)).astype(np.float32)
+    quick = fast_cpu.fast(target, tricks="all")
+    rows.append(
+        (
+            f"target output layer [8,{C}]@[{C},{wte.shape[0]}]",
+            median_us(lambda: target.logits(h)),
+            median_us(lambda: quick.logits(h)),
+        )
+    )
+    Cd = draft.config.n_embd
+    xg = rng.standard_normal((1, 4 * Cd)).astype(np.float32)
+    rows.append(
+        (
+            f"GELU of one draft row [1,{4 * Cd}]",
+            median_us(lambda: plain.gelu(xg)),
+            median_us(lambda: fast_cpu.gelu_by_products(xg)),
+        )
+    )
+    return rows
+
+
+def pass_rows(target, draft, context: np.ndarray) -> list[tuple[str, float, float]]:
+    # whole forward passes after `context` is cached: the draft's one-row step, the
+    # target's one-row step and its T-row verification passes
+    fast_target, fast_draft = fast_cpu.fast(target), fast_cpu.fast(draft)
+    rows = [
+        (
+            "draft one-row step",
+            time_append(draft, context, 1, 200) * 1e6,
+            time_append(fast_draft, context, 1, 200) * 1e6,
+        )
+    ]
+    for T in (1, 2, 4, 5, 8):
+        rows.append(
+            (
+                f"target pass over {T} new row(s)",
+                time_append(target, context, T, 60) * 1e6,
+                time_append(fast_target, context, T, 60) * 1e6,
+            )
+        )
+    for name, widths in TREE_PASSES.items():  # the method table's trees, the root included
+        parents = TreeShape.of_widths(widths).parents
+        rows.append(
+            (
+                f"target tree pass, {name} {widths}: {len(parents)} rows",
+                time_tree_pass(target, context, parents, 60) * 1e6,
+                time_tree_pass(fast_target, context, parents, 60) * 1e6,
+            )
+        )
+    return rows
+
+
+# specdec/drafting.py's static trees: 9 and 10 rows per verification pass (root + candidates)
+TREE_PASSES = {name: TREE_WIDTHS[name] for name in ("tree", "tree-wide")}
+
+
+def main() -> None:
+    from threadpoolctl import threadpool_limits
+
+    from specdec.fast_cpu_plan import describe_plan
+    from specdec.machine import describe_machine
+
+    target, draft = load_bundled_pair()
+    context = np.frombuffer(b"    def area(self):\n        return self.w * self.h\n" * 8, np.uint8)
+    context = context.astype(np.int64)[:400]
+    with threadpool_limits(limits=1, user_api="blas"):
+        print(f"Machine: {describe_machine().line()}\n")
+        for name, model in (("target", target), ("draft", draft)):
+            print(f"**{name}**: " + describe_plan(fast_cpu.fast(model).plan))
+        rows = trick_rows(target, draft, np.random.default_rng(0))
+        rows += pass_rows(target, draft, context)
+    print("Every trick forced on (whole passes: the measured choice):\n")
+    print("| what | plain (us) | fast path (us) | plain / fast |")
+    print("|---|---|---|---|")
+    for what, slow, quick in rows:
+        print(f"| {what} | {slow:.1f} | {quick:.1f} | {slow / quick:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
