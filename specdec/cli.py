@@ -362,6 +362,23 @@ def bench_prompts(args, tokenizer) -> list[np.ndarray]:
     return [tokenizer.encode(t) for t in texts]
 
 
+def cmd_course(args) -> int:
+    from specdec.course import unpack_course
+
+    written = unpack_course(args.folder, solutions=args.solutions)
+    notebooks = sum(1 for path in written if path.suffix == ".ipynb")
+    exercises = sum(1 for path in written if path.name.startswith("my_"))
+    solutions = sum(1 for path in written if path.parent.name == "solutions")
+    print(
+        f"wrote {len(written)} files to {args.folder}: {notebooks} notebooks (with their "
+        f"jupytext sources), {exercises} exercises"
+        + (f", {solutions} solutions" if solutions else " (no solutions: --solutions adds them)")
+    )
+    print(f"open them with: jupyter lab {args.folder}")
+    print("grade an exercise from there: specdec grade exercises/my_verify.py:verify")
+    return 0
+
+
 def cmd_bench_gpu(args) -> int:
     # the twin's benchmark (specdec/gpu_bench.py): batch 1 over k, batch scaling, transfers
     from specdec import gpu_bench
@@ -829,6 +846,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_model_options(bench)
     bench.set_defaults(func=cmd_bench)
+    course = sub.add_parser(
+        "course",
+        help="unpack the notebooks and exercises into a folder, to open with `jupyter lab DIR`",
+        formatter_class=HelpWithDefaults,
+    )
+    course.add_argument("folder", metavar="DIR", help="where to put them (created if missing)")
+    course.add_argument(
+        "--solutions",
+        action="store_true",
+        help="also copy the exercises' worked solutions (left out by default)",
+    )
+    course.set_defaults(func=cmd_course, threads=1)
     add_grade_parser(sub)  # `specdec grade PATH.py:function` (specdec/grading/)
     add_class_parser(sub)  # `specdec grade-class FOLDER`: a whole class at once
     return parser

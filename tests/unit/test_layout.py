@@ -207,3 +207,23 @@ def test_the_batched_loop_names_the_same_ideas_per_row():
         "SpeculativeStats",
     ):
         assert getattr(batch, piece).__module__ != batch.__name__, f"{piece} was redefined"
+
+
+def test_the_wheel_lists_every_package_of_the_checkout():
+    """pyproject.toml lists the wheel's packages by hand (two of them are data folders mapped
+    into specdec); a new package folder missing from the list would be missing from every
+    install, though the checkout's tests would not notice."""
+    import tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setup["packages"])
+    on_disk = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in ("reference", "gpu", "specdec")
+        for init in (ROOT / top).rglob("__init__.py")
+    }
+    assert on_disk <= listed, f"packages missing from pyproject.toml: {on_disk - listed}"
+    mapped = setup["package-dir"]
+    assert mapped == {"specdec.models": "models", "specdec.notebooks": "notebooks"}
+    for package, folder in mapped.items():
+        assert package in listed and (ROOT / folder / "__init__.py").is_file()
