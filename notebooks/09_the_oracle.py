@@ -15,8 +15,9 @@
 # # 09 · The oracle: proving the output follows the target
 #
 # *Article §4 ("the accepted drafts plus the corrections together make up the target's
-# distribution"). Code: `tests/distribution/` (`oracle.py`, `cases.py`, `broken.py`),
-# `tests/conftest.py` (the plug-in options). Text: `docs/oracle.md`.*
+# distribution"). Code: `specdec/oracle/` (`laws.py`, `cases.py`, `broken.py`: shipped with
+# the package), the checks in `tests/distribution/`, `tests/conftest.py` (the plug-in
+# options). Text: `docs/oracle.md`.*
 #
 # A speculative sampler can look perfectly healthy — fluent text, a good acceptance rate —
 # and still sample from the wrong distribution. The only way to know is to test the law
@@ -38,22 +39,17 @@
 
 # %%
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 from IPython.display import Image, display
 
-import reference
 from reference import speculative_generate, verify
 from specdec.figures import plot_oracle_power
 from specdec.machine import describe_machine, use_blas_threads
-
-ROOT = Path(reference.__file__).resolve().parents[1]  # the repository, to import its tests
-sys.path.insert(0, str(ROOT))
-from tests.distribution.broken import VARIANTS  # noqa: E402
-from tests.distribution.cases import LOOP_SETUPS, VERIFY_SETUPS, run_loop_setup  # noqa: E402
-from tests.distribution.oracle import ALPHA, loop_laws, max_abs_difference  # noqa: E402
+from specdec.oracle.broken import VARIANTS
+from specdec.oracle.cases import LOOP_SETUPS, VERIFY_SETUPS, run_loop_setup
+from specdec.oracle.laws import ALPHA, loop_laws, max_abs_difference
 
 use_blas_threads()  # one BLAS thread unless $SPECDEC_BLAS_THREADS says otherwise
 print("machine:", describe_machine().line())
@@ -99,7 +95,7 @@ for result in list(ab.values()) + list(loop.values()):
 # %% [markdown]
 # ## 3. Power: broken samplers must fail
 #
-# A test that never fails proves nothing. `tests/distribution/broken.py` holds realistic
+# A test that never fails proves nothing. `specdec/oracle/broken.py` holds realistic
 # mistakes; `test_power.py` asserts that each one is rejected with a p-value below 10⁻⁶. We run
 # a few of them through the very same checks and sample sizes:
 
@@ -135,12 +131,14 @@ display(Image(filename=str(path)))
 #
 # ## 4. Exercise: write `verify` yourself, and grade it
 #
-# Open `notebooks/exercises/my_verify.py`. It holds the contract, the rule and the traps, and
-# a `verify` that raises `NotImplementedError`. Fill it in with numpy only, then grade it from
-# the repository root:
+# Open `exercises/my_verify.py` (beside this notebook: `notebooks/exercises/` in a checkout,
+# `exercises/` in a copy unpacked by `specdec course`). It holds the contract, the rule and the
+# traps, and a `verify` that raises `NotImplementedError`. Fill it in with numpy only, then
+# grade it:
 #
 # ```bash
-# .venv/bin/specdec grade notebooks/exercises/my_verify.py:verify     # or: make grade
+# specdec grade exercises/my_verify.py:verify     # from this notebook's folder
+# # in a checkout, from the repository root: make grade
 # ```
 #
 # `specdec grade` is the oracle as a grader (`specdec/grading/`). It runs only the checks that
@@ -165,8 +163,7 @@ display(Image(filename=str(path)))
 from specdec.grading import grade  # noqa: E402
 from specdec.grading.report import text_report  # noqa: E402
 
-catalogue = os.path.relpath(ROOT / "tests" / "distribution" / "broken.py")  # short to print
-print(text_report(grade(f"{catalogue}:abs_residual")))
+print(text_report(grade("specdec.oracle.broken:abs_residual")))  # the catalogue, by module
 
 # %% [markdown]
 # And your file, as it stands. Until `verify` is written the grader reports the
@@ -177,6 +174,6 @@ print(text_report(grade(f"{catalogue}:abs_residual")))
 # `notebooks/exercises/solutions/verify_solution.py`, out of this notebook's way.
 
 # %%
-my_file = os.path.relpath(ROOT / "notebooks" / "exercises" / "my_verify.py")
+my_file = Path("exercises") / "my_verify.py"  # beside this notebook, in a checkout or a course
 mine = grade(f"{my_file}:verify")
 print(text_report(mine))

@@ -67,7 +67,7 @@ from specdec.standins import random_pair
 use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (specdec/machine.py)
 print(describe_machine().line())
 FIGURES = Path(os.environ.get("SPECDEC_FIGURES") or tempfile.mkdtemp(prefix="specdec-"))
-ROOT = Path(gpu.__file__).resolve().parents[1]  # the repository
+ROOT = Path(gpu.__file__).resolve().parents[1]  # the repository, or site-packages if installed
 target, draft = load_bundled_pair() if bundled_pair_available() else random_pair(seed=0)
 twin_target = gpu.GPT(target.config, target.params)  # the weights, copied to the device
 twin_drafter = gpu.ModelDrafter(gpu.GPT(draft.config, draft.params))

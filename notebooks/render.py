@@ -12,7 +12,8 @@ Each notebook chooses its BLAS threads in its first cell (`specdec.machine.use_b
 one, unless $SPECDEC_BLAS_THREADS says otherwise) and prints the machine it ran on, so the
 rendered timings say where they came from; the kernel also starts with one BLAS thread (see
 `single_blas_thread`).
-`tests/notebooks` executes the same sources and checks that the two stay in sync.
+`tests/notebooks` checks that the two stay in sync; `tests/install/test_course_notebooks.py`
+executes the sources from a course copy, in a venv that holds the installed wheel.
 """
 
 from __future__ import annotations

@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 
 from reference import ModelDrafter, speculative_generate
-
-from .cases import LOOP_SETUPS
-from .oracle import ALPHA, chi_square_test, holm, loop_laws
+from specdec.oracle.cases import LOOP_SETUPS
+from specdec.oracle.laws import ALPHA, chi_square_test, holm, loop_laws
 
 pytestmark = pytest.mark.distribution
 

@@ -31,9 +31,8 @@ import numpy as np
 import pytest
 
 from reference import ModelDrafter, SamplingParams
-
-from .cases import DRAFT, TARGET
-from .oracle import ALPHA, LoopSetup, chi_square_test, holm, loop_laws, marginal
+from specdec.oracle.cases import DRAFT, TARGET
+from specdec.oracle.laws import ALPHA, LoopSetup, chi_square_test, holm, loop_laws, marginal
 
 pytestmark = pytest.mark.distribution
 

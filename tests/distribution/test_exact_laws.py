@@ -23,9 +23,8 @@ import pytest
 
 from reference.sampling import SamplingParams
 from reference.verification import residual_distribution, verify_law
-
-from .cases import LOOP_SETUPS
-from .oracle import (
+from specdec.oracle.cases import LOOP_SETUPS
+from specdec.oracle.laws import (
     EXACT_ATOL,
     LoopSetup,
     ModelRows,
@@ -313,7 +312,7 @@ WRONG_RULES = {
 def test_exact_check_rejects_a_wrong_rule(wrong, monkeypatch):
     """The comparison above is not vacuous: each of these mistakes moves the law by > 0.1
     (the check fails at 1e-12); the sampled checks and test_power.py do the same on real code."""
-    from . import oracle
+    from specdec.oracle import laws as oracle
 
     setup = EXACT_SETUPS[-1]  # small independent draft, T = 0.9, k = 3, EOS
     if WRONG_RULES[wrong] is None:

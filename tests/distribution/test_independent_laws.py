@@ -21,9 +21,8 @@ import pytest
 
 from reference.sampling import SamplingParams
 from specdec.grading.laws import ModelRows, loop_joint_law, verify_joint_law
-
-from .cases import DRAFT, LOOP_SETUPS, TARGET, fixed_k3_rows
-from .oracle import LoopSetup, as_reference_verify, loop_laws, sample_loop
+from specdec.oracle.cases import DRAFT, LOOP_SETUPS, TARGET, fixed_k3_rows
+from specdec.oracle.laws import LoopSetup, as_reference_verify, loop_laws, sample_loop
 
 pytestmark = pytest.mark.distribution
 

@@ -23,9 +23,8 @@ import numpy as np
 import pytest
 
 from reference.sampling import SamplingParams
-
-from .cases import LOOKUP_MEMBERS, LOOKUP_SETUPS, lookup_family
-from .oracle import (
+from specdec.oracle.cases import LOOKUP_MEMBERS, LOOKUP_SETUPS, lookup_family
+from specdec.oracle.laws import (
     ALPHA,
     EXACT_ATOL,
     HybridProposals,

@@ -14,9 +14,8 @@ import pytest
 from reference.drafters import ModelDrafter
 from reference.speculative import speculative_generate
 from reference.verification import verify
-
-from .cases import AB_P, AB_Q, LOOP_SETUPS
-from .oracle import as_outcome
+from specdec.oracle.cases import AB_P, AB_Q, LOOP_SETUPS
+from specdec.oracle.laws import as_outcome
 
 pytestmark = pytest.mark.distribution
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from .broken import VARIANTS
-from .cases import ALL_LOOP_SETUPS, VERIFY_SETUPS, run_loop_setup
-from .oracle import POWER_P
+from specdec.oracle.broken import VARIANTS
+from specdec.oracle.cases import ALL_LOOP_SETUPS, VERIFY_SETUPS, run_loop_setup
+from specdec.oracle.laws import POWER_P
 
 pytestmark = pytest.mark.distribution
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import pytest
 
-from .cases import LOOP_MEMBERS, loop_family
-from .oracle import ALPHA, as_reference_verify, holm
+from specdec.oracle.cases import LOOP_MEMBERS, loop_family
+from specdec.oracle.laws import ALPHA, as_reference_verify, holm
 
 pytestmark = pytest.mark.distribution
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from .cases import VERIFY_MEMBERS, verify_family
-from .oracle import ALPHA, holm
+from specdec.oracle.cases import VERIFY_MEMBERS, verify_family
+from specdec.oracle.laws import ALPHA, holm
 
 pytestmark = pytest.mark.distribution
 

@@ -21,9 +21,8 @@ import math
 import pytest
 
 from reference.sampling import SamplingParams
-
-from .cases import run_loop_setup
-from .oracle import (
+from specdec.oracle.cases import run_loop_setup
+from specdec.oracle.laws import (
     ALPHA,
     EXACT_ATOL,
     as_reference_verify,
@@ -32,7 +31,7 @@ from .oracle import (
     marginal,
     max_abs_difference,
 )
-from .self_drafting import SELF_DRAFT_MEMBERS, SELF_DRAFT_SETUPS, self_setup
+from specdec.oracle.self_drafting import SELF_DRAFT_MEMBERS, SELF_DRAFT_SETUPS, self_setup
 
 pytestmark = pytest.mark.distribution
 
@@ -81,7 +80,7 @@ class HeadsSwapped:
 
 def test_exact_check_rejects_heads_judged_with_each_others_q():
     """The comparison is not vacuous: judging head 0's token with head 1's row moves the law."""
-    from .oracle import ModelRows, speculative_law, target_law
+    from specdec.oracle.laws import ModelRows, speculative_law, target_law
 
     setup = EXACT_SETUPS[7]
     p_rows = ModelRows(setup.target_model(), setup.sampling)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from .cases import (
+from specdec.oracle.cases import (
     LOOKUP_MEMBERS,
     LOOKUP_SETUPS,
     LOOP_MEMBERS,
@@ -23,7 +23,7 @@ from .cases import (
     VERIFY_MEMBERS,
     VERIFY_SETUPS,
 )
-from .oracle import (
+from specdec.oracle.laws import (
     ALPHA,
     MIN_EXPECTED,
     chi_square_test,
@@ -32,7 +32,7 @@ from .oracle import (
     loop_laws,
     merge_cells,
 )
-from .self_drafting import SELF_DRAFT_MEMBERS, SELF_DRAFT_SETUPS
+from specdec.oracle.self_drafting import SELF_DRAFT_MEMBERS, SELF_DRAFT_SETUPS
 
 pytestmark = pytest.mark.distribution
 

@@ -53,8 +53,7 @@ from reference.tree import (
     verify_tree,
     verify_tree_law,
 )
-
-from .oracle import (
+from specdec.oracle.laws import (
     ALPHA,
     EXACT_ATOL,
     POWER_P,

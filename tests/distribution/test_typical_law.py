@@ -47,8 +47,16 @@ from reference.typical import (
     typical_verify_tree,
     typical_verify_tree_law,
 )
+from specdec.oracle.laws import (
+    ALPHA,
+    EXACT_ATOL,
+    POWER_P,
+    TableRows,
+    chi_square_test,
+    holm,
+    target_law,
+)
 
-from .oracle import ALPHA, EXACT_ATOL, POWER_P, TableRows, chi_square_test, holm, target_law
 from .test_tree_law import PROMPT, V, drafted_trees, loop_check, loop_setups, tables
 
 pytestmark = pytest.mark.distribution

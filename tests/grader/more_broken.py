@@ -1,4 +1,4 @@
-"""Broken `verify`s beyond the oracle's catalogue (tests/distribution/broken.py), each one
+"""Broken `verify`s beyond the oracle's catalogue (specdec/oracle/broken.py), each one
 small mistake, to test that the grader's hints come from the pattern of the deviation and
 not from knowing the catalogue. Signature: verify(p_target [k+1, V], q_draft [k, V],
 draft_tokens [k], rng) -> (accepted, token)."""

@@ -17,7 +17,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from distribution import broken
 
 import specdec.grading.gradescope as gradescope
 from specdec.grading import main as grade_main
@@ -34,6 +33,7 @@ from specdec.grading.classroom import (
 )
 from specdec.grading.classroom import main as class_main
 from specdec.grading.config import GradingConfig
+from specdec.oracle import broken
 
 from . import more_broken
 
@@ -49,7 +49,7 @@ HELPERS = (more_broken.pick, more_broken.leftover, broken.normalised, broken.res
 
 
 def student_file(variant) -> str:
-    """A broken verify of tests/distribution/broken.py or more_broken.py as a student's file:
+    """A broken verify of specdec/oracle/broken.py or more_broken.py as a student's file:
     its helpers, then the function renamed `verify`."""
     body = inspect.getsource(variant).replace(f"def {variant.__name__}(", "def verify(", 1)
     return HEADER + "".join(inspect.getsource(h) + "\n\n" for h in HELPERS) + body

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from distribution.broken import VARIANTS
 
 from specdec.grading import grade
 from specdec.grading.config import GradingConfig
@@ -29,6 +28,7 @@ from specdec.grading.loop_checks import loop_families
 from specdec.grading.report import text_report
 from specdec.grading.submission import Submission, load_submission
 from specdec.grading.verify_checks import revise_verify_hints, verify_families
+from specdec.oracle.broken import VARIANTS
 
 from . import alternatives, more_broken
 from .alternatives import always_drafts_k
@@ -72,7 +72,7 @@ def test_the_false_alarm_rate_is_split_over_the_family():
 # --------------------------------------------------------------------------------------------
 
 VERIFY_HINTS = {
-    # the oracle's catalogue (tests/distribution/broken.py)
+    # the oracle's catalogue (specdec/oracle/broken.py)
     "swapped_ratio": ("verify/greedy-mismatch", "upside down"),
     "unnormalised_residual": ("verify/tables-k3", "Normalise it"),
     "abs_residual": ("verify/greedy-mismatch", "|p - q|"),
@@ -349,7 +349,7 @@ def test_an_exact_rule_with_lower_acceptance_is_reported_as_exact():
 
 def test_grade_scores_with_the_config_it_is_given():
     relaxed = GradingConfig(require_rule=False)
-    broken = Path(__file__).parents[1] / "distribution" / "broken.py"
+    broken = Path(__file__).parents[2] / "specdec" / "oracle" / "broken.py"
     graded = grade(f"{broken}:swapped_ratio", config=relaxed)  # rejected in about a second
     assert graded.counted == relaxed.counted() and "rule" not in graded.counted
 
@@ -483,6 +483,43 @@ def test_a_correct_verify_passes_on_the_command_line_with_exit_0(tmp_path):
 def test_command_line_bad_spec_exits_2(tmp_path):
     done = specdec("nothing_here.py:verify", cwd=tmp_path)
     assert done.returncode == 2 and "no such file" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "text, spec, reason, options",
+    [
+        ("def verify(p, q, x, rng)\n    return 0, 0\n", "my_verify.py:verify", "SyntaxError", ()),
+        (None, "my_verify.py:verify", "no such file", ()),
+        ("def plan(alpha):\n    return 1\n", "my_speedup.py:plan_k", "no function 'plan_k'", ()),
+        (
+            "def verfy():\n    pass\n",
+            "my_verify.py:verify",
+            "no function 'verify'",
+            ("--timeout", "60"),
+        ),
+    ],
+    ids=["syntax-error", "missing-file", "no-such-function", "no-such-function-in-a-child"],
+)
+def test_code_that_does_not_load_still_gets_a_gradescope_0_with_the_reason(
+    text, spec, reason, options, tmp_path, monkeypatch, capsys
+):
+    # as the zip does: Gradescope reads results.json whatever happened
+    from specdec.grading import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the command sets it for its own process
+    if text is not None:
+        (tmp_path / spec.partition(":")[0]).write_text(text)
+    try:
+        code = main([spec, "--gradescope", "out/results.json", *options])
+    except SystemExit as stopped:  # the error line, in this process
+        code = stopped.code
+    assert code == 2 and reason in capsys.readouterr().err
+    results = json.loads((tmp_path / "out/results.json").read_text())
+    assert results["score"] == 0 and "your code could not be loaded:" in results["output"]
+    assert reason in results["output"]
+    families = ["speedup"] if "speedup" in spec else ["law", "rule", "randomness", "in-loop"]
+    assert [t["name"] for t in results["tests"]] == families and results["tests"][0]["max_score"]
 
 
 TORCH_VERIFY = textwrap.dedent(

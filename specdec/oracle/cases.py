@@ -40,8 +40,7 @@ import numpy as np
 
 from reference.sampling import SamplingParams
 from reference.verification import verify_law
-
-from .oracle import (
+from specdec.oracle.laws import (
     CheckResult,
     LoopSetup,
     PointMassRows,
@@ -56,7 +55,7 @@ from .oracle import (
     sample_loop,
     sample_rounds,
 )
-from .self_drafting import SELF_DRAFT_SETUPS
+from specdec.oracle.self_drafting import SELF_DRAFT_SETUPS
 
 # --------------------------------------------------------------------------------------------
 # verify family

@@ -26,9 +26,8 @@ from reference.early_exit import EarlyExitDrafter
 from reference.heads import HeadsDrafter
 from reference.model import GPT
 from reference.sampling import SamplingParams, probabilities
+from specdec.oracle.laws import LoopSetup, decision_margin
 from specdec.standins import random_exit_head, random_heads
-
-from .oracle import LoopSetup, decision_margin
 
 # two blocks, so that an exit after block 0 leaves one block to the verification pass
 SELF_TARGET = (16, 2, 2, 0.9, 41)
