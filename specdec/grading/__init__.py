@@ -22,11 +22,12 @@ import contextlib
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from specdec.grading.config import GradingConfig, load_config
 from specdec.grading.core import Grade, run_families
-from specdec.grading.exercises import KINDS, families_of, listing, revise_of
+from specdec.grading.exercises import KINDS, families_of, kind_of_name, listing, revise_of
 from specdec.grading.submission import load_submission
 
 POLICIES = ("shrink", "full")
@@ -155,7 +156,13 @@ GRADESCOPE_RESULTS = "/autograder/results/results.json"  # where Gradescope read
 
 
 def cmd_grade(args) -> int:
-    from specdec.grading.report import json_report, text_report, write_gradescope
+    from specdec.grading.report import (
+        json_report,
+        text_report,
+        write_gradescope,
+        write_json,
+        zero_results,
+    )
 
     if args.list:
         print(listing())
@@ -171,12 +178,27 @@ def cmd_grade(args) -> int:
     # whatever the submission prints goes to stderr, so that stdout holds only the report
     # (and --json stays parseable)
     with contextlib.redirect_stdout(sys.stderr):
-        result = grade(args.spec, args.kind, args.policy, config, max(args.threads, 1))
+        try:
+            result = grade(args.spec, args.kind, args.policy, config, max(args.threads, 1))
+        except ValueError as error:  # not loaded (a syntax error, no such function or file)
+            if args.gradescope:  # Gradescope still needs its results.json: 0, and why
+                reason = f"your code could not be loaded: {error}"
+                write_json(zero_results(reason, config, kind_asked(args)), args.gradescope)
+                print(f"written: {args.gradescope}", file=sys.stderr)
+            raise
     print(json_report(result) if args.json else text_report(result))
     if args.gradescope:
         write_gradescope(result, Path(args.gradescope), config)
         print(f"written: {args.gradescope}", file=sys.stderr)
     return 0 if result.passed else 1
+
+
+def kind_asked(args) -> str:
+    """The exercise a command asks to grade, for the families of a 0 (auto: the one the
+    function's name says, when one does)."""
+    if args.kind != "auto":
+        return args.kind
+    return kind_of_name(args.spec.rpartition(":")[2]) or args.kind
 
 
 def grade_in_child(args, config: GradingConfig) -> int:
@@ -208,8 +230,8 @@ def grade_in_child(args, config: GradingConfig) -> int:
     elif child.timed_out:
         stopped = {"spec": args.spec, "passed": False, "timed_out": True, "reason": reason}
         print(json.dumps(stopped, indent=2) if args.json else f"{reason}\nRESULT: FAIL")
-    if args.gradescope and (reason is None or child.timed_out):
-        write_json(results_of(child, config), args.gradescope)
+    if args.gradescope:  # a grade, or 0 and why, as the zip writes
+        write_json(results_of(child, replace(config, kind=kind_asked(args))), args.gradescope)
         print(f"written: {args.gradescope}", file=sys.stderr)
     if reason is not None and not child.timed_out and child.returncode != 2:
         # its traceback is above (exit code 2: its own error line is)

@@ -4,10 +4,12 @@
     python -m specdec.grading.gradescope run [--root /autograder] [--results PATH]
 
 `build` writes Gradescope's layout: `setup.sh` (run once, when Gradescope builds the image:
-a virtual environment with numpy, scipy and threadpoolctl pinned to the versions here),
+a virtual environment with the grader's requirements pinned to the versions here),
 `run_autograder` (run for every submission), `requirements.txt`, the instructor's settings
-as `config.json`, and the grader with the code it imports (specdec/grading, specdec/standins.py,
-reference/). Nothing is fetched at grading time.
+as `config.json`, and the grader with the code it imports. The files and requirements.txt
+are computed, not written by hand: the project files and third-party packages that grading
+the configured exercise imports (specdec/grading/closure.py). Nothing is fetched at grading
+time.
 
 `run` grades the submission in a child process, so that a verify that loops forever is
 stopped after the config's `timeout_s`, and writes results.json in every case: the grade, or
@@ -28,16 +30,18 @@ import tempfile
 import time
 import zipfile
 from dataclasses import dataclass, replace
-from importlib import metadata
 from pathlib import Path
 
+from specdec.grading.closure import Closure, distributions, import_closure
 from specdec.grading.config import GradingConfig, load_config
-from specdec.grading.exercises import KINDS
+from specdec.grading.exercises import KINDS, kind_of_name
 from specdec.grading.exercises import exercise as exercise_of
 from specdec.grading.report import write_json, zero_results
 
 SOURCE = Path(__file__).resolve().parents[2]  # the repository, or the zip's /autograder/source
-PACKAGES = ("numpy", "scipy", "threadpoolctl")  # what the grader imports at run time
+# what run_autograder runs (`python -m specdec.grading.gradescope run`), and the child that
+# grades (`python -m specdec.grading`)
+ENTRY_POINTS = ("specdec/grading/gradescope.py", "specdec/grading/__main__.py")
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, while it builds the autograder's image: the network is
@@ -71,22 +75,47 @@ fi
 """
 
 
-def source_files() -> list[Path]:
+def graded_kinds(config: GradingConfig) -> tuple[str, ...]:
+    """The exercises a zip with this config may be asked to grade: the config's kind, else the
+    one its function's name says, else every one (the kind is then read from the submitted
+    function's signature, at grading time)."""
+    if config.kind != "auto":
+        return (exercise_of(config.kind).kind,)
+    named = kind_of_name(config.function)
+    return (named,) if named else KINDS
+
+
+def grader_closure(config: GradingConfig) -> Closure:
+    """What grading `config`'s exercises imports: project files and third-party modules."""
+    roots, handed_in = [SOURCE / path for path in ENTRY_POINTS], []
+    for kind in graded_kinds(config):
+        chosen = exercise_of(kind)
+        # exercises.py loads these by their names, in strings: no import statement shows them
+        roots += [SOURCE / module_path(t) for t in (chosen.checks, chosen.revise) if t]
+        # what a submission imports too (the loop's skeleton imports reference.sampling):
+        # not shipped themselves, and found in a checkout only
+        handed_in += [SOURCE / chosen.skeleton_path, SOURCE / chosen.solution_path]
+    return import_closure(roots, SOURCE, tuple(p for p in handed_in if p.is_file()))
+
+
+def module_path(target: str) -> str:
+    """'specdec.grading.x:function' -> 'specdec/grading/x.py'."""
+    return target.partition(":")[0].replace(".", "/") + ".py"
+
+
+def source_files(config: GradingConfig | None = None) -> list[Path]:
     """The grader and what it imports, relative to the repository root."""
-    files = [Path("specdec/__init__.py"), Path("specdec/standins.py")]
-    files += sorted(p.relative_to(SOURCE) for p in (SOURCE / "specdec/grading").glob("*.py"))
+    files = list(grader_closure(config or GradingConfig()).files)
     if (SOURCE / "specdec/grading/grading.toml").is_file():  # the documented defaults, to copy
         files.append(Path("specdec/grading/grading.toml"))
-    files += sorted(
-        p.relative_to(SOURCE)
-        for p in (SOURCE / "reference").rglob("*.py")
-        if "__pycache__" not in p.parts
-    )
     return files
 
 
-def requirements() -> str:
-    return "".join(f"{name}=={metadata.version(name)}\n" for name in PACKAGES)
+def requirements(config: GradingConfig | None = None) -> str:
+    """requirements.txt: each third-party package the grader imports, pinned to the version
+    installed here (the one the tests ran with)."""
+    modules = grader_closure(config or GradingConfig()).third_party
+    return "".join(f"{pin}\n" for pin in sorted(distributions(modules).values()))
 
 
 def build(out: Path, config_path: str | Path | None = None, exercise: str | None = None) -> Path:
@@ -112,9 +141,9 @@ def build(out: Path, config_path: str | Path | None = None, exercise: str | None
     with zipfile.ZipFile(out, "w") as archive:
         add(archive, "setup.sh", SETUP_SH, executable=True)
         add(archive, "run_autograder", RUN_AUTOGRADER, executable=True)
-        add(archive, "requirements.txt", requirements())
+        add(archive, "requirements.txt", requirements(config))
         add(archive, "config.json", json.dumps(config.to_dict(), indent=2))
-        for path in source_files():
+        for path in source_files(config):
             add(archive, path.as_posix(), (SOURCE / path).read_text())
     return out
 
@@ -324,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
             out = build(Path(args.out), args.config, args.exercise)
         except ValueError as error:
             parser.exit(2, f"{parser.prog}: error: {error}\n")
-        print(f"written: {out} ({len(source_files()) + 4} files); upload it to Gradescope")
+        with zipfile.ZipFile(out) as archive:
+            print(f"written: {out} ({len(archive.namelist())} files); upload it to Gradescope")
         return 0
     return run(Path(args.root), args.results and Path(args.results), args.config)
 
