@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test portable oracle oracle-gpu grade oracle-light bench notebooks lab lint clean-venv
+.PHONY: demo test portable oracle oracle-gpu grade oracle-light bench notebooks lab lint clean-venv \
+	site browser
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,20 +23,21 @@ $(VENV)/.stamp-oracle: pyproject.toml | $(PY)
 
 $(VENV)/.stamp-dev: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
-	touch $@ $(VENV)/.stamp-run $(VENV)/.stamp-oracle
+	touch $@ $(VENV)/.stamp-run $(VENV)/.stamp-oracle $(VENV)/.stamp-site
 
 demo: $(VENV)/.stamp-run
 	$(VENV)/bin/specdec demo
 
 # everything on two pytest workers, a file to a worker (an oracle module's sampled runs are
 # computed once, not once per worker), but the notebooks' execution: that runs once, in
-# `portable`, as another kind of machine runs it (the notebooks print the speeds they measure
-# and assert none; their committed outputs were executed on the machine that rendered them,
-# and are checked here); then `portable`: what measures time, under that second BLAS
-# configuration; then the oracle once more against the GPU twin (gpu/; NumPy mode)
-test: $(VENV)/.stamp-dev
+# `portable`, as another kind of machine runs it, and where students run it: from a course
+# copy, in a fresh venv holding the installed wheel (tests/install; the notebooks print the
+# speeds they measure and assert none; their committed outputs were executed on the machine
+# that rendered them, and are checked here); then `portable`: what measures time, under that
+# second BLAS configuration; then the oracle once more against the GPU twin (gpu/; NumPy mode)
+test: $(VENV)/.stamp-dev browser
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not gpu" \
-		-k "not test_notebook_executes" --durations=8
+		--ignore=tests/install/test_course_notebooks.py --durations=8
 	$(MAKE) --no-print-directory portable
 	$(MAKE) --no-print-directory oracle-gpu ARGS="-n 2 --dist loadfile --no-loadscope-reorder \
 		-p specdec_oracle_scale --oracle-scale 0.5"
@@ -60,8 +62,7 @@ portable: $(VENV)/.stamp-dev
 	OPENBLAS_CORETYPE=$(PORTABLE_CORETYPE) SPECDEC_BLAS_THREADS=$(PORTABLE_THREADS) \
 		$(PY) -m pytest -p no:cacheprovider -m "not gpu" $(MEASURING_TESTS)
 	OPENBLAS_CORETYPE=$(PORTABLE_CORETYPE) SPECDEC_BLAS_THREADS=1 \
-		$(PY) -m pytest -p no:cacheprovider -n 2 tests/notebooks/test_notebooks.py \
-		-k "not rendered_notebook_matches and not committed_outputs"
+		$(PY) -m pytest -p no:cacheprovider -n 2 tests/install/test_course_notebooks.py
 
 # the statistical oracle only (`pytest -m distribution`); grade your own verify with
 #   make oracle ARGS=--verify=path/to/my_verify.py:verify
@@ -129,6 +130,24 @@ $(VENV)/.stamp-notebook: pyproject.toml | $(PY)
 # and JupyterLab refuses to start as root without it
 lab: $(VENV)/.stamp-notebook
 	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+# the course as a website, offline: docs/ and the committed notebooks (not executed) through
+# Sphinx + MyST-NB into site/; open site/index.html from disk (docs/site.md)
+$(VENV)/.stamp-site: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --no-compile -e '.[site]'
+	touch $@ $(VENV)/.stamp-run
+
+site: $(VENV)/.stamp-site
+	$(PY) scripts/build_site.py
+
+# Debian's chromium, for the site's browser test (tests/website; `make test` runs this first):
+# apt-get needs root, so a user without it is told what to run rather than skipped quietly
+browser:
+	@command -v chromium >/dev/null || [ "$$(id -u)" = 0 ] || { echo "tests/website needs \
+	chromium: sudo apt-get install chromium" >&2; exit 1; }
+	@command -v chromium >/dev/null || { echo "installing Debian's chromium (once)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+		>/dev/null; }
 
 lint: $(VENV)/.stamp-dev
 	$(VENV)/bin/ruff check .
