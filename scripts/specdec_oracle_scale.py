@@ -18,15 +18,16 @@ grades the same code paths in NumPy mode at half size (every broken variant of t
 catalogue is caught at its own n, below the halved sizes), and `make oracle-gpu` alone at full
 size.
 
-The sizes live in the oracle's own modules (tests/distribution/); this plug-in rescales them
-after collection, before any test runs, and stops with a usage error if one of the names it
-scales has gone (the oracle changed: update SCALED below), never silently at full size or
-at none.
+The sizes live in the oracle's own modules (specdec/oracle/, tests/distribution/); this
+plug-in rescales them after collection, before any test runs, and stops with a usage error if
+one of the names it scales has gone (the oracle changed: update SCALED below), never silently
+at full size or at none.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
 import sys
 
@@ -35,12 +36,16 @@ import pytest
 FLOOR = 200  # by default no sampled check runs fewer times than this, whatever the scale
 # oracle file -> the module-level names holding its sample sizes: a dict of setups (each a
 # frozen dataclass with a field `n`) or an int
+# (a path from the repository root; the oracle's machinery ships in specdec/oracle/, its
+# checks stay in tests/distribution/)
 SCALED = {
-    "cases.py": ("VERIFY_SETUPS", "LOOP_SETUPS", "LOOKUP_SETUPS"),
-    "self_drafting.py": ("SELF_DRAFT_SETUPS",),
-    "test_batch_law.py": ("RUNS",),
-    "test_tree_law.py": ("LOOP_RUNS",),
+    "specdec/oracle/cases.py": ("VERIFY_SETUPS", "LOOP_SETUPS", "LOOKUP_SETUPS"),
+    "specdec/oracle/self_drafting.py": ("SELF_DRAFT_SETUPS",),
+    "tests/distribution/test_batch_law.py": ("RUNS",),
+    "tests/distribution/test_tree_law.py": ("LOOP_RUNS",),
 }
+# the machinery's modules: imported here if no check has yet, so their sizes are always scaled
+MACHINERY = {"specdec/oracle/cases.py", "specdec/oracle/self_drafting.py"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -82,10 +87,10 @@ def scaled(n: int, scale: float, floor: int) -> int:
 
 
 def oracle_module(filename: str):
-    # the loaded module of tests/distribution/<filename>, whatever pytest named it
+    # the loaded module of <filename> (a path from the root), whatever pytest named it
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None) or ""
-        if path.replace("\\", "/").endswith(f"tests/distribution/{filename}"):
+        if path.replace("\\", "/").endswith(filename):
             return module
     return None
 
@@ -110,11 +115,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     for filename, names in SCALED.items():
         module = oracle_module(filename)
+        if module is None and filename in MACHINERY:  # imported now, so that its sizes count
+            module = importlib.import_module(filename.removesuffix(".py").replace("/", "."))
         if module is None:
-            continue  # not collected in this run
+            continue  # a check file not collected in this run
         for name in names:
             rescale(module, name, scale, floor)
-        if filename == "test_tree_law.py":  # loop_check(..., runs=LOOP_RUNS) bound it early
+        if filename.endswith("test_tree_law.py"):  # loop_check(..., runs=LOOP_RUNS) bound it early
             rebind_default(module.loop_check, "runs", module.LOOP_RUNS)
 
 
