@@ -6,7 +6,6 @@ must be written in every case, with a score and a plain reason."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import pytest
 
 from specdec.grading.config import DEFAULT_WEIGHTS, GradingConfig, load_config
 
+from . import zips
 from .test_grade import WRONG_VERIFY
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,28 +48,13 @@ def build_zip(tmp: Path, toml: str = "", *options: str) -> Path:
 
 
 def autograde(zip_path: Path, tmp: Path, files: dict[str, str]) -> dict:
-    """Lay out /autograder in `tmp`, run run_autograder there, return results.json."""
-    root = tmp / "autograder"
+    """Lay out /autograder in `tmp`, run run_autograder there with this Python (the clean-venv
+    runs are test_gradescope_zips*.py's), return results.json."""
     with zipfile.ZipFile(zip_path) as archive:
-        archive.extractall(root / "source")
         modes = {i.filename: i.external_attr >> 16 for i in archive.infolist()}
     for name in ("setup.sh", "run_autograder"):  # extractall drops the modes; Gradescope doesn't
         assert modes[name] & stat.S_IXUSR
-    (root / "submission").mkdir()
-    for name, text in files.items():
-        (root / "submission" / name).write_text(text)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env |= {"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
-    done = subprocess.run(
-        ["bash", str(root / "source" / "run_autograder")],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads((root / "results" / "results.json").read_text())
+    return zips.autograde(zip_path, Path(sys.executable), tmp / "autograder", files)
 
 
 @pytest.fixture(scope="module")
