@@ -16,15 +16,10 @@ import time
 import urllib.request
 
 import pytest
-
-CHROMIUM = "/usr/bin/chromium"  # Debian's package (`make browser` installs it, tests/website)
+from website.browser import CHROMIUM, CHROMIUM_FLAGS, require_chromium
 
 NOTEBOOK = "05_acceptance_rejection.ipynb"
 RUN_BUDGET_S = 240  # the notebook runs in ~25 s on 2 idle cores; a loaded CI machine is slower
-CHROMIUM_ARGS = [  # as tests/website, less its resolver rule: this page talks to 127.0.0.1
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 
 # each code cell's execution count and output types, read from the notebook's model (the
 # page exposes the app: --expose-app-in-browser)
@@ -57,6 +52,8 @@ def jupyterlab(installed, tmp_path):
     """JupyterLab of the installed venv over a folder holding notebook 05 with its outputs
     cleared; yields the notebook's URL and stops the server afterwards."""
     import nbformat
+
+    require_chromium("the JupyterLab check")  # before a server is started for nothing
 
     folder = tmp_path / "course"
     folder.mkdir()
@@ -101,15 +98,10 @@ def jupyterlab(installed, tmp_path):
 
 
 def test_run_all_cells_in_jupyterlab(jupyterlab):
-    missing = None if os.path.exists(CHROMIUM) else "no chromium: `make browser` installs it"
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(missing)
-        pytest.skip(missing)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         page = browser.new_page()
         server = jupyterlab.split("/lab/")[0]
 

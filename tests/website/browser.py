@@ -10,6 +10,7 @@ every page of site/, and over small pages made to break each rule.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -18,13 +19,14 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package (`make browser` installs it)
-# without these flags chromium tries to reach Google's servers at start-up, and hangs offline;
-# the resolver rule makes sure that nothing but file: can load, whatever the page asks for
-CHROMIUM_ARGS = [
+# without these flags chromium tries to reach Google's servers at start-up, and hangs offline
+# (tests/install/test_jupyterlab.py starts it with these alone: its page talks to 127.0.0.1)
+CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--host-resolver-rules=MAP * ~NOTFOUND",
 ]
+# the resolver rule makes sure that nothing but file: can load, whatever the page asks for
+CHROMIUM_ARGS = [*CHROMIUM_FLAGS, "--host-resolver-rules=MAP * ~NOTFOUND"]
 
 # TeX that MathJax should have typeset: $…$, $$…$$, \(…\), \[…\] (code and rendered math are
 # taken out of the text first, so `$OUT` in a shell line is not one)
@@ -78,6 +80,18 @@ def chromium_missing_reason() -> str | None:
     except ImportError:
         return "no playwright: `make test` installs it (the dev extra)"
     return None
+
+
+def require_chromium(what: str) -> None:
+    """Skip the calling test where chromium or Playwright is missing, but fail it in CI
+    (CI=true), where a skipped browser test would hide that nothing was checked."""
+    import pytest
+
+    reason = chromium_missing_reason()
+    if reason and os.environ.get("CI") == "true":
+        pytest.fail(f"{what} cannot run in CI: {reason}")
+    if reason:
+        pytest.skip(reason)
 
 
 def launch(playwright):

@@ -13,7 +13,6 @@ built from (then it is reused). Without chromium these tests are skipped, except
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from .browser import Checker, chromium_missing_reason, launch
+from .browser import Checker, launch, require_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "site"
@@ -46,11 +45,7 @@ def site_is_fresh() -> bool:
 
 @pytest.fixture(scope="module")
 def browser():
-    reason = chromium_missing_reason()
-    if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the site's browser test cannot run in CI: {reason}")
-        pytest.skip(reason)
+    require_chromium("the site's browser test")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
