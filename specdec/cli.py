@@ -15,6 +15,7 @@ from reference.sampling import SamplingParams
 from specdec.bench import AR_DECODE, SPEC_DECODE
 from specdec.bundled import MODELS_DIR as BUNDLED
 from specdec.bundled import bundled_pair_available
+from specdec.course import unpack_course
 from specdec.drafting import (
     DRAFTERS,
     TREE_DRAFTERS,
@@ -363,8 +364,6 @@ def bench_prompts(args, tokenizer) -> list[np.ndarray]:
 
 
 def cmd_course(args) -> int:
-    from specdec.course import unpack_course
-
     written = unpack_course(args.folder, solutions=args.solutions)
     notebooks = sum(1 for path in written if path.suffix == ".ipynb")
     exercises = sum(1 for path in written if path.name.startswith("my_"))
