@@ -39,11 +39,14 @@ def grade(
     policy: str = "shrink",
     config: GradingConfig | None = None,
     threads: int = 1,
+    isolated: bool = True,
 ) -> Grade:
     """Load the function named by `spec` and run its families of checks.
 
-    BLAS and torch are held to `threads` threads while the submission is loaded and graded:
-    with as many threads as cores, any other busy process makes them wait for each other.
+    A file runs in a worker process (sandbox.py); `isolated=False` imports it here, for
+    trusted code only. BLAS and torch are held to `threads` threads while the submission is
+    loaded and graded: with as many threads as cores, any other busy process makes them wait
+    for each other.
     """
     if policy not in POLICIES:
         raise ValueError(f"--policy must be one of {', '.join(POLICIES)}, got {policy!r}")
@@ -51,12 +54,26 @@ def grade(
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=threads, user_api="blas"):
-        submission = load_submission(spec, kind)
-        with torch_threads(threads):  # the submission may have imported torch just now
-            families = families_of(submission.kind, policy)
-            result = run_families(submission, families, revise_of(submission.kind))
+        submission = load_submission(spec, kind, threads, isolated)
+        try:
+            with torch_threads(threads):  # a module loaded here may have imported torch
+                families = families_of(submission.kind, policy)
+                result = run_families(submission, families, revise_of(submission.kind))
+        finally:
+            submission.close()
+            show_output(submission)
     result.counted = config.counted()
     return result
+
+
+def show_output(submission) -> None:
+    """What a submitted file printed in its worker, on stderr, marked as its own: never
+    mixed with the report (a printed "PASS" is the student's text, not a verdict)."""
+    printed = submission.sandbox.output() if submission.sandbox is not None else ""
+    if printed.strip():
+        lines = printed.rstrip("\n").splitlines()
+        print(f"what {Path(submission.source or '').name} printed while graded:", file=sys.stderr)
+        print("\n".join(f"  | {line}" for line in lines), file=sys.stderr)
 
 
 @contextlib.contextmanager

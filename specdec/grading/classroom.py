@@ -23,6 +23,7 @@ import csv
 import io
 import json
 import os
+import queue
 import statistics
 import sys
 import time
@@ -41,6 +42,7 @@ from specdec.grading.gradescope import (
     stop_running,
 )
 from specdec.grading.report import zero_results
+from specdec.grading.sandbox import not_dumpable, stop_on_sigterm
 
 DEFAULT_OUT = "class-grades"
 SKIPPED = ("__MACOSX", "__pycache__")  # folders an unzipped upload or Python leaves behind
@@ -140,8 +142,20 @@ def check_out(out: str | None, folder: Path) -> Path:
 # --------------------------------------------------------------------------------------------
 
 
-def grade_entry(entry: Entry, config: GradingConfig, config_file: Path | None) -> Row:
-    """Grade one student in a child process; a row whatever happens."""
+def grade_entry(
+    entry: Entry, config: GradingConfig, config_file: Path | None, slots: queue.Queue | None = None
+) -> Row:
+    """Grade one student in a child process; a row whatever happens. `slots` hands out the
+    numbers of the concurrent gradings (their workers run as different users under root)."""
+    slot = slots.get() if slots is not None else 0
+    try:
+        return grade_in_slot(entry, config, config_file, slot)
+    finally:
+        if slots is not None:
+            slots.put(slot)
+
+
+def grade_in_slot(entry: Entry, config: GradingConfig, config_file: Path | None, slot: int) -> Row:
     start = time.perf_counter()
     file, note = entry.path, ""
     if entry.path.is_dir():
@@ -151,7 +165,7 @@ def grade_entry(entry: Entry, config: GradingConfig, config_file: Path | None) -
         return row_of(entry.student, results, None, note, time.perf_counter() - start, False)
     spec = f"{file.resolve()}:{config.function}"
     child = run_grader(
-        spec, config.kind, config.policy, config_file, config.timeout_s, extra=("--json",)
+        spec, config.kind, config.policy, config_file, config.timeout_s, ("--json",), slot=slot
     )
     reason = failure_reason(child)
     report = read_report(child.stdout) if reason is None else None
@@ -233,8 +247,11 @@ def grade_class(
         raise ValueError(f"--jobs must be >= 1, got {jobs}")
     start = time.perf_counter()
     rows: list[Row] = []
+    slots: queue.Queue = queue.Queue()
+    for slot in range(jobs):
+        slots.put(slot)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(grade_entry, e, config, config_file) for e in entries]
+        futures = [pool.submit(grade_entry, e, config, config_file, slots) for e in entries]
         try:
             for future in as_completed(futures):
                 rows.append(future.result())
@@ -374,6 +391,24 @@ def add_class_parser(sub) -> None:
     parser.set_defaults(func=cmd_grade_class, threads=1)
 
 
+def exposure_warning(folder: Path) -> str:
+    """A warning when the workers could read the class's submissions: as your own user they
+    can (sandbox.py); as root they run as other users, who can if the folder lets anyone in."""
+    if hasattr(os, "geteuid") and os.geteuid() != 0:
+        return (
+            "note: the students' code runs as you, so it can read this folder (other students' "
+            "files included); grade an untrusted class as root in a container (docs/oracle.md)"
+        )
+    folder = folder.resolve()
+    reachable = all(p.stat().st_mode & 0o001 for p in folder.parents)
+    if reachable and folder.stat().st_mode & 0o005:
+        return (
+            f"warning: {folder} can be read by any user, so each student's code could read the "
+            f"others' files: chmod -R go-rwx {folder}"
+        )
+    return ""
+
+
 def cmd_grade_class(args) -> int:
     config = class_config(load_config(args.config), args.exercise, args.timeout)
     config_file = Path(args.config).resolve() if args.config else None  # for the children
@@ -381,6 +416,11 @@ def cmd_grade_class(args) -> int:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     entries = find_entries(Path(args.folder))
     out = check_out(args.out, Path(args.folder))
+    not_dumpable()  # a worker run as this user cannot read this process's memory or files
+    stop_on_sigterm()
+    warning = exposure_warning(Path(args.folder))
+    if warning:
+        print(warning, file=sys.stderr)
 
     def progress(done: int, total: int, row: Row) -> None:
         verdict = "passed" if row.passed else row.failure

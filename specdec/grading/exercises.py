@@ -29,6 +29,11 @@ class Exercise:
     families: tuple[str, ...]  # the families of checks, in report order
     checks: str  # "module:function": (policy) -> list[Family]
     revise: str = ""  # "module:function": (results by check name) -> verdict lines
+    # what the worker that runs a submitted file may import (specdec/grading/sandbox.py):
+    # installed distributions (with what they require; torch when it is installed: a verify
+    # or a loop written in torch), and modules of `reference`
+    libraries: tuple[str, ...] = ("numpy", "torch")
+    pieces: tuple[str, ...] = ()
 
     @property
     def skeleton_path(self) -> str:
@@ -73,6 +78,9 @@ EXERCISES: tuple[Exercise, ...] = (
         "07_full_run",
         ("loop",),
         "specdec.grading.loop_checks:loop_families",
+        # the pieces the skeleton lists (model, cache, probabilities, sample_token, verify)
+        # and what they import; not the loop itself (speculative.py), nor the drafters
+        pieces=("checks", "config", "kv_cache", "model", "sampling", "verification"),
     ),
     Exercise(
         "speedup",

@@ -37,6 +37,7 @@ from specdec.grading.config import GradingConfig, load_config
 from specdec.grading.exercises import KINDS, kind_of_name
 from specdec.grading.exercises import exercise as exercise_of
 from specdec.grading.report import write_json, zero_results
+from specdec.grading.sandbox import not_dumpable, stop_on_sigterm
 
 SOURCE = Path(__file__).resolve().parents[2]  # the repository, or the zip's /autograder/source
 # what run_autograder runs (`python -m specdec.grading.gradescope run`), and the child that
@@ -58,6 +59,11 @@ elif ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
 fi
 "$PY" -m venv /autograder/venv
 /autograder/venv/bin/pip install --no-cache-dir -r /autograder/source/requirements.txt
+# the unprivileged user the students' code runs as (specdec/grading/sandbox.py): it can read
+# Python and the venv, and write only its own scratch folder
+id -u specdec-worker >/dev/null 2>&1 || useradd --system --no-create-home \
+  --shell /usr/sbin/nologin specdec-worker
+chmod -R go-rwx /autograder/source  # the grader, its answers and settings: root's alone
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -66,6 +72,7 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 PY="${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}"
 [ -x "$PY" ] || PY=python3
+chmod -R go-rwx "$ROOT/source" "$ROOT/submission" 2>/dev/null  # root's; the worker gets a copy
 cd "$ROOT/source" && "$PY" -m specdec.grading.gradescope run --root "$ROOT"
 if [ ! -s "$ROOT/results/results.json" ]; then  # not even Python started: still a result
   mkdir -p "$ROOT/results"
@@ -215,16 +222,20 @@ def run_grader(
     extra: tuple[str, ...] = (),
     cwd: Path = SOURCE,
     threads: int = 1,
+    slot: int = 0,
 ) -> ChildRun:
     """Grade `spec` with `python -m specdec.grading` in a child process, stopped after `timeout_s`.
 
-    The child runs in its own session, so that a timeout stops whatever the submission
-    started too. `extra` adds options of the grade command (e.g. --json)."""
+    The child runs in its own session, so that a timeout stops it and the worker it started
+    (which also dies with it: worker.py). `extra` adds options of the grade command (e.g.
+    --json); `slot` numbers concurrent gradings, whose workers then run as different users
+    when this runs as root (sandbox.py)."""
     path = os.pathsep.join(filter(None, [str(SOURCE), os.environ.get("PYTHONPATH")]))
     env = {
         **os.environ,
         "PYTHONPATH": path,
         **{v: str(threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
+        "SPECDEC_WORKER_SLOT": str(slot),
     }
     with tempfile.TemporaryDirectory() as scratch:
         results = Path(scratch) / "results.json"
@@ -312,6 +323,8 @@ def results_of(child: ChildRun, config: GradingConfig, note: str = "") -> dict:
 
 def run(root: Path, results: Path | None = None, config_file: Path | None = None) -> int:
     """Grade root/submission and write results.json (root/results/results.json by default)."""
+    not_dumpable()  # a worker run as this user cannot read this process's memory or files
+    stop_on_sigterm()
     root = Path(root)
     results = Path(results) if results else root / "results" / "results.json"
     config_file = Path(config_file) if config_file else SOURCE / "config.json"

@@ -15,6 +15,7 @@ noise, so drafts are kept ~70% of the time and rejections are common):
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import cache
@@ -30,7 +31,9 @@ from specdec.grading.laws import (
     loop_joint_law,
     marginal,
 )
+from specdec.grading.sandbox import RemoteFunction
 from specdec.grading.submission import (
+    CHUNK,
     Submission,
     SubmissionCrash,
     call_safely,
@@ -103,6 +106,14 @@ def case_laws(case: LoopCase, policy: str) -> dict:
 
 def run_loop(sub: Submission, case: LoopCase, rng: np.random.Generator, drafter, verify_fn=None):
     """One run of the submitted loop -> (tokens, accepted per round)."""
+    return run_loops(sub, case, rng, drafter, verify_fn, 1)[0]
+
+
+def run_loops(
+    sub: Submission, case: LoopCase, rng: np.random.Generator, drafter, verify_fn, n: int
+) -> list[tuple[tuple, tuple]]:
+    """n runs of the loop, one after the other with the one rng -> n (tokens, accepted per
+    round): a loop in a worker makes them in one request (the calls of n run_loop)."""
     from reference.sampling import SamplingParams
 
     target, _ = tiny_pair()
@@ -113,12 +124,24 @@ def run_loop(sub: Submission, case: LoopCase, rng: np.random.Generator, drafter,
     if verify_fn is not None:
         kwargs["verify_fn"] = verify_fn
     shown = {"prompt": list(case.prompt), **{n: v for n, v in kwargs.items() if n != "rng"}}
+    args = (target, drafter, list(case.prompt))
     try:
-        result = call_safely(sub, (target, drafter, list(case.prompt)), kwargs, shown)
+        if n > 1 and isinstance(sub.function, RemoteFunction):
+            results = call_safely(sub, args, kwargs, shown, repeat=n)
+        else:
+            results = [
+                call_safely(sub, (target, drafter, list(case.prompt)), kwargs, shown)
+                for _ in range(n)
+            ]
     except SubmissionCrash as crash:
         if verify_fn is None and not crash.hint:  # the submission is the loop: its caches
             crash.hint = loop_crash_hint(crash.error)
         raise
+    return [loop_outcome(result, shown) for result in results]
+
+
+def loop_outcome(result, shown: dict) -> tuple[tuple, tuple]:
+    """What a loop returned -> (tokens, accepted per round), or the contract it broke."""
     try:
         tokens = tuple(int(t) for t in result.tokens)
         accepts = tuple(int(a) for a in result.stats.accepted_per_round)
@@ -160,8 +183,9 @@ def loop_crash_hint(error: BaseException) -> str:
     return ""
 
 
-def case_runs(case: LoopCase, verify_fn=None):
-    """-> outcomes(submission): an endless stream of (tokens, accepted per round)."""
+def case_runs(case: LoopCase, verify_fn=None, looks: tuple[int, ...] = ()):
+    """-> outcomes(submission): an endless stream of (tokens, accepted per round). `looks`:
+    the runs each look of the check reads, which a loop in a worker's chunks divide."""
 
     def outcomes(sub: Submission):
         from reference.drafters import ModelDrafter
@@ -169,8 +193,12 @@ def case_runs(case: LoopCase, verify_fn=None):
         _, draft = tiny_pair()
         drafter = ModelDrafter(draft)  # one drafter, reused: the loop's contract is to reset it
         rng = np.random.default_rng(case.seed)
+        # a loop in a worker: in chunks that end where the looks end, so that no look makes a
+        # run it does not read (the runs of n run_loop, in fewer requests); here: one by one
+        remote = isinstance(sub.function, RemoteFunction)
+        chunk = math.gcd(CHUNK, *looks) if remote and looks else 1
         while True:
-            yield run_loop(sub, case, rng, drafter, verify_fn)
+            yield from run_loops(sub, case, rng, drafter, verify_fn, chunk)
 
     return outcomes
 
@@ -181,7 +209,7 @@ def case_runs(case: LoopCase, verify_fn=None):
 
 
 def greedy_check(case: LoopCase, what: str, policy: str) -> Check:
-    runs = Runs(case_runs(case), case.n, quick_fraction=1.0)
+    runs = Runs(case_runs(case, looks=(case.n,)), case.n, quick_fraction=1.0)
 
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
         ((expected, w),) = case_laws(case, policy)["joint"].items()  # a point mass
@@ -273,7 +301,8 @@ def round_starts(accepts, k: int, max_new_tokens: int, policy: str) -> tuple[lis
 
 
 def sampled_checks(case: LoopCase, policy: str) -> list[Check]:
-    runs = Runs(case_runs(case), case.n, QUICK_LOOK)
+    looks = (Runs(None, case.n, QUICK_LOOK).size(0), case.n)
+    runs = Runs(case_runs(case, looks=looks), case.n, QUICK_LOOK)
 
     def law_check(law_name: str, key, what: str) -> Check:
         def run(sub: Submission, threshold: float, look: int) -> Outcome:

@@ -22,7 +22,15 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.grading.exercises import EXERCISES, KINDS, kind_of_name
+from specdec.grading.exercises import EXERCISES, KINDS, exercise, kind_of_name
+from specdec.grading.sandbox import (
+    RemoteError,
+    RemoteFunction,
+    Sandbox,
+    WorkerEnded,
+    not_dumpable,
+    signature_of,
+)
 
 # what a bare file is searched for: verify and the loop first (the exercises graded most)
 EXERCISE_NAMES = tuple(
@@ -33,10 +41,16 @@ EXERCISE_NAMES = tuple(
 @dataclass(frozen=True)
 class Submission:
     spec: str  # what the user typed, e.g. my_verify.py:verify
-    function: Callable
+    function: Callable  # a submitted file's: a RemoteFunction, run in the worker
     kind: str  # "verify" or "loop"
     kind_reason: str  # how the kind was decided, for the report
     source: str | None  # the file the function lives in, to find the student's line
+    sandbox: Sandbox | None = None  # the worker it runs in (None: in this process, trusted)
+
+    def close(self) -> None:
+        """Stop the worker, if the function runs in one."""
+        if self.sandbox is not None:
+            self.sandbox.close()
 
 
 class SubmissionCrash(Exception):
@@ -76,17 +90,26 @@ class SubmissionCrash(Exception):
         return "\n".join(lines)
 
 
-def load_submission(spec: str, kind: str = "auto") -> Submission:
+def load_submission(
+    spec: str, kind: str = "auto", threads: int = 1, isolated: bool = True
+) -> Submission:
     """'path/to/file.py:function', 'path/to/file.py' or 'package.module:function' -> Submission.
 
-    Raises ValueError saying what to change when the spec cannot be loaded.
+    A file (what students hand in) is loaded and run in a worker process (sandbox.py), never
+    in this one. A module name is imported here: that is for code you trust (the reference,
+    your own tests), never for a submission. Raises ValueError saying what to change when the
+    spec cannot be loaded. `isolated=False` imports a file here too: for trusted code only
+    (the project's tests grade their own modules of broken variants so).
     """
     where, sep, name = str(spec).rpartition(":")
     if not sep:  # a bare file: the one exercise function it defines (`verify` first)
         where, name = str(spec), ""
     if not where:
         raise ValueError(f"{spec!r}: expected PATH.py:FUNCTION, e.g. my_verify.py:verify")
-    if where.endswith(".py") or "/" in where or "\\" in where:
+    is_file = where.endswith(".py") or "/" in where or "\\" in where
+    if is_file and isolated:
+        return load_file(spec, Path(where), name, kind, threads)
+    if is_file:
         module, source = module_from_file(Path(where), spec), str(Path(where).resolve())
     else:
         module = module_from_name(where, spec)
@@ -109,6 +132,83 @@ def load_submission(spec: str, kind: str = "auto") -> Submission:
         raise ValueError(f"{spec!r}: {name} is a {type(function).__name__}, not a function")
     kind, reason = decide_kind(function, kind)
     return Submission(str(spec), function, kind, reason, source)
+
+
+def load_file(spec: str, path: Path, name: str, kind: str, threads: int) -> Submission:
+    """A submitted file, loaded in a worker that holds the libraries its exercise allows.
+
+    The kind decides the libraries, and a function without an exercise's name shows its kind
+    only once loaded: then a worker with NumPy alone loads it first, and if the kind needs
+    more (the loop's pieces of `reference`), a second worker is started for it."""
+    path = path.expanduser().resolve()
+    if not path.is_file():
+        raise ValueError(f"{spec!r}: no such file {path}")
+    if kind not in KINDS and kind != "auto":
+        raise ValueError(f"--kind must be auto or one of {', '.join(KINDS)}, got {kind!r}")
+    not_dumpable()  # a worker run as this user cannot read this process
+    guess = kind if kind in KINDS else kind_of_name(name) or "verify"
+    function = load_in_worker(spec, path, name, guess, threads)
+    try:
+        kind, reason = decide_kind(function, kind)
+    except ValueError:
+        function.sandbox.close()
+        raise
+    if needs(kind) != needs(guess):
+        function.sandbox.close()
+        function = load_in_worker(spec, path, function.__name__, kind, threads)
+    return Submission(str(spec), function, kind, reason, str(path), function.sandbox)
+
+
+def needs(kind: str) -> tuple:
+    chosen = exercise(kind)
+    return chosen.libraries, chosen.pieces
+
+
+def load_in_worker(spec: str, path: Path, name: str, kind: str, threads: int) -> RemoteFunction:
+    libraries, pieces = needs(kind)
+    sandbox = Sandbox(path, libraries, pieces, threads=threads)
+    try:
+        info = sandbox.load([name] if name else list(EXERCISE_NAMES))
+    except (RemoteError, WorkerEnded) as error:
+        sandbox.close()
+        raise ValueError(load_error(spec, path, error)) from None
+    except BaseException:
+        sandbox.close()
+        raise
+    if not info.get("found"):
+        sandbox.close()
+        raise ValueError(not_found(spec, path, name, info))
+    return RemoteFunction(sandbox, 0, str(info["name"]), signature_of(info["parameters"]))
+
+
+def load_error(spec: str, path: Path, error: BaseException) -> str:
+    """Why the file could not be imported, in the words the student needs."""
+    if isinstance(error, WorkerEnded):
+        return f"{spec!r}: importing {path.name} ended the process running it ({error})"
+    if type(error).__name__ in ("SyntaxError", "IndentationError", "TabError"):
+        line = f"{path.name}, line {error.lineno}: {error.text or ''}"
+    else:
+        line = student_line(error, str(path))
+    return f"{spec!r}: importing {path.name} raised {type(error).__name__}: {error} ({line})"
+
+
+def not_found(spec: str, path: Path, name: str, info: dict) -> str:
+    if "defines" in info:
+        if not name:
+            return (
+                f"{spec!r}: the file defines no exercise's function ({', '.join(EXERCISE_NAMES)}"
+                f"); name the function: {path.name}:FUNCTION"
+            )
+        return (
+            f"{spec!r}: {path} has no function {name!r} (it defines: "
+            f"{', '.join(info['defines']) or 'no functions'})"
+        )
+    if "not_callable" in info:
+        return f"{spec!r}: {info['name']} is a {info['not_callable']}, not a function"
+    return (
+        f"{spec!r}: {info['name']} is not defined in {path.name} (it comes from "
+        f"{info['elsewhere']}): write {info['name']} yourself, in the file you hand in"
+    )
 
 
 def module_from_file(path: Path, spec: str):
@@ -183,6 +283,12 @@ def decide_kind(function: Callable, kind: str) -> tuple[str, str]:
 
 def student_line(error: BaseException, source: str | None) -> str:
     """'file.py, line N, in f: <code>' for the deepest frame in the student's file."""
+    if isinstance(error, RemoteError):  # the worker sent the frames of the submitted file
+        frame = (error.frames or error.last or [None])[-1]
+        if frame is None:
+            return "no traceback"
+        name, line, function, code = frame
+        return f"{name}, line {line}, in {function}: {code}"
     frames = traceback.extract_tb(error.__traceback__)
     mine = student_frames(frames, source)
     frame = (mine or frames or [None])[-1]
@@ -201,6 +307,8 @@ def student_frames(frames: list, source: str | None) -> list:
 
 def shown_frames(error: BaseException, source: str | None) -> list[str]:
     # the traceback of the student's own frames, as Python prints them
+    if isinstance(error, RemoteError):
+        return [f"File {n!r}, line {line}, in {f}: {code}" for n, line, f, code in error.frames]
     return [
         f"File {Path(f.filename).name!r}, line {f.lineno}, in {f.name}: {f.line}"
         for f in student_frames(traceback.extract_tb(error.__traceback__), source)
@@ -248,22 +356,68 @@ def crash_hint(error: BaseException, shown: dict) -> str:
     return ""
 
 
-def call_safely(submission: Submission, args: tuple, kwargs: dict, shown: dict, name: str = ""):
-    """Call the submission; a raise becomes a SubmissionCrash naming the student's line."""
+def call_safely(
+    submission: Submission, args: tuple, kwargs: dict, shown: dict, name: str = "", repeat: int = 0
+):
+    """Call the submission; a raise becomes a SubmissionCrash naming the student's line.
+
+    `repeat` (a function in a worker): that many calls in one request, each on fresh copies
+    of the arrays, sharing the generators -> the list of results."""
     try:
+        if repeat:
+            return submission.function.repeat(args, kwargs, repeat)
         return submission.function(*args, **kwargs)
     except SubmissionCrash:
         raise  # a crash of the student's verify inside the grader's loop: reported as it was
     except Exception as error:
-        where = student_line(error, submission.source)
-        raise SubmissionCrash(
-            error,
-            where,
-            show_inputs(**shown),
-            describe_call(name or getattr(submission.function, "__name__", "f"), shown),
-            shown_frames(error, submission.source),
-            crash_hint(error, shown),
-        ).with_traceback(None) from None
+        raise crash_of(submission, error, shown, name).with_traceback(None) from None
+
+
+def call_each_safely(
+    submission: Submission,
+    calls: list[tuple],
+    tail: tuple,
+    shown_of: Callable,
+    name: str,
+    describe: Callable | None = None,
+) -> list:
+    """One call per tuple of (fresh) arguments, each followed by `tail` (the generator they
+    share), in order -> the results. A function in a worker makes them in one request; a
+    raise becomes a SubmissionCrash on the inputs of the call that raised (`shown_of(i)`,
+    and `describe(i)` for its call's line when given)."""
+    index = 0
+    try:
+        if isinstance(submission.function, RemoteFunction):
+            return submission.function.each(calls, tail)
+        results = []
+        for index in range(len(calls)):  # noqa: B007 (the except below reads it)
+            results.append(submission.function(*calls[index], *tail))
+        return results
+    except SubmissionCrash:
+        raise
+    except Exception as error:
+        told = getattr(error, "call", None)  # the worker says which call raised
+        if isinstance(told, int) and 0 <= told < len(calls):
+            index = told
+        crash = crash_of(submission, error, shown_of(index), name)
+        if describe is not None:
+            crash.call = describe(index)
+        raise crash.with_traceback(None) from None
+
+
+def crash_of(submission: Submission, error: Exception, shown: dict, name: str) -> SubmissionCrash:
+    """The submission raised `error` (or its worker ended) on the inputs `shown`."""
+    call = describe_call(name or getattr(submission.function, "__name__", "f"), shown)
+    if isinstance(error, WorkerEnded):  # exited, killed by a limit: no frame to show
+        return SubmissionCrash(error, "the process running your code", show_inputs(**shown), call)
+    return SubmissionCrash(
+        error,
+        student_line(error, submission.source),
+        show_inputs(**shown),
+        call,
+        shown_frames(error, submission.source),
+        crash_hint(error, shown),
+    )
 
 
 def normalised(rows: np.ndarray) -> np.ndarray:
@@ -274,17 +428,68 @@ def normalised(rows: np.ndarray) -> np.ndarray:
     return rows
 
 
+# calls per request where a check calls a verify on the same rows with one generator: it
+# divides every look of those checks (800 and 4 000 calls), so that no look makes more calls
+# than it reads
+CHUNK = 200
+
+
+def streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
+    """Two independent generators from one seed: the grader's draws, and the submission's."""
+    grader, submission = np.random.SeedSequence(seed).spawn(2)
+    return np.random.default_rng(grader), np.random.default_rng(submission)
+
+
 def call_verify(
     sub: Submission, P: np.ndarray, Q: np.ndarray, drafts: tuple[int, ...], rng: np.random.Generator
 ) -> tuple[int, int]:
     # P [k+1, V], Q [k, V], drafts [k] -> (accepted, token), checked against the contract.
     # Fresh float64 copies go in, each row normalised to sum 1 (the loop's rows are float32),
     # so a submission that edits its arguments cannot spoil the grader's rows.
+    return call_verify_many(sub, P, Q, drafts, rng, 1)[0]
+
+
+def call_verify_many(
+    sub: Submission,
+    P: np.ndarray,
+    Q: np.ndarray,
+    drafts: tuple[int, ...],
+    rng: np.random.Generator,
+    n: int,
+) -> list[tuple[int, int]]:
+    # n calls on the same rows, one after the other with the one rng -> n (accepted, token):
+    # the same calls, in the same order, as n call_verify; a worker makes them in one request
     P, Q = normalised(P), normalised(Q).reshape(len(drafts), P.shape[1])
     tokens = np.asarray(drafts, dtype=np.int64)
     shown = {"p_target": P, "q_draft": Q, "draft_tokens": tokens}
-    result = call_safely(sub, (P.copy(), Q.copy(), tokens.copy(), rng), {}, shown, "verify")
-    k, V = len(drafts), P.shape[1]
+    if isinstance(sub.function, RemoteFunction) and n > 1:  # it copies the rows per call
+        results = call_safely(sub, (P, Q, tokens, rng), {}, shown, "verify", repeat=n)
+    else:
+        results = [
+            call_safely(sub, (P.copy(), Q.copy(), tokens.copy(), rng), {}, shown, "verify")
+            for _ in range(n)
+        ]
+    return [verify_contract(result, shown) for result in results]
+
+
+def call_verify_each(
+    sub: Submission, calls: list[tuple], rng: np.random.Generator
+) -> list[tuple[int, int]]:
+    # calls [(P, Q, drafts)], one after the other with the one rng -> their (accepted, token):
+    # the calls of len(calls) call_verify, made in one request when the verify is in a worker
+    shown = []
+    for P, Q, drafts in calls:
+        P = normalised(P)
+        Q = normalised(Q).reshape(len(drafts), P.shape[1])
+        shown.append({"p_target": P, "q_draft": Q, "draft_tokens": np.asarray(drafts, np.int64)})
+    arguments = [tuple(a.copy() for a in s.values()) for s in shown]
+    results = call_each_safely(sub, arguments, (rng,), shown.__getitem__, "verify")
+    return [verify_contract(r, s) for r, s in zip(results, shown, strict=True)]
+
+
+def verify_contract(result, shown: dict) -> tuple[int, int]:
+    """What a verify returned -> (accepted, token) as ints, or the contract it broke."""
+    k, V = len(shown["draft_tokens"]), shown["p_target"].shape[1]
     if hasattr(result, "accepted") and hasattr(result, "token"):
         accepted, token = result.accepted, result.token
     elif isinstance(result, (tuple, list)) and len(result) == 2:

@@ -11,14 +11,14 @@ import numpy as np
 
 from specdec.grading.core import Runs
 from specdec.grading.laws import Context, Law, target_joint_law
-from specdec.grading.submission import Submission
+from specdec.grading.submission import CHUNK, Submission, streams
 from specdec.grading.tree_walk import (
     POINT,
     ROOT,
     SAMPLED,
     WITHOUT_REPLACEMENT,
     Rule,
-    call_tree,
+    call_tree_each,
     emitted,
     make_tree,
     rule_law,
@@ -161,11 +161,16 @@ def case_outcomes(case: TreeCase):
     """-> outcomes(submission): an endless stream of (completed tokens, path length)."""
 
     def outcomes(sub: Submission):
-        rng = np.random.default_rng(case.seed)
+        # the grader's draws (trees, completions) and the submission's come from two streams
+        # of one seed, so that a chunk's calls can be made in one request (CHUNK divides looks)
+        grader, rng = streams(case.seed)
         while True:
-            tree, P = draw_tree(case, rng)
-            path, token = call_tree(sub, P, tree, rng)
-            yield completed(case, emitted(tree, path, token)[: case.depth + 1], rng), len(path)
+            calls = [draw_tree(case, grader)[::-1] for _ in range(CHUNK)]  # (P, tree)
+            for (_, tree), (path, token) in zip(
+                calls, call_tree_each(sub, calls, rng), strict=True
+            ):
+                out = emitted(tree, path, token)[: case.depth + 1]
+                yield completed(case, out, grader), len(path)
 
     return outcomes
 

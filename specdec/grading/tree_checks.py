@@ -59,7 +59,7 @@ from specdec.grading.tree_walk import (
     SLOWER,
     WITHOUT_REPLACEMENT,
     Rule,
-    call_tree,
+    call_tree_each,
     emitted,
     make_tree,
     rule_law,
@@ -192,7 +192,7 @@ def exact_check(name: str) -> Check:
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
         case = exact_cases()[name]
         rng = np.random.default_rng(8)
-        seen = Counter(call_tree(sub, case.P, case.tree, rng) for _ in range(CALLS_PER_EXACT_CASE))
+        seen = Counter(call_tree_each(sub, [(case.P, case.tree)] * CALLS_PER_EXACT_CASE, rng))
         wrong = Counter(
             {o: c for o, c in seen.items() if not possible(case, emitted(case.tree, *o), o[0])}
         )
@@ -231,7 +231,7 @@ def greedy_walk_check() -> Check:
             case = exact_cases()[name]
             ((expected, _),) = rule_law(case.P, case.tree).items()
             rng = np.random.default_rng(9)
-            seen = Counter(call_tree(sub, case.P, case.tree, rng) for _ in range(20))
+            seen = Counter(call_tree_each(sub, [(case.P, case.tree)] * 20, rng))
             total += seen.total()
             if set(seen) == {expected}:
                 continue

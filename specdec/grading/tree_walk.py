@@ -13,7 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from specdec.grading.laws import Context, Law, leftover
-from specdec.grading.submission import Submission, SubmissionCrash, call_safely, show_inputs
+from specdec.grading.submission import (
+    Submission,
+    SubmissionCrash,
+    call_each_safely,
+    show_inputs,
+)
 
 # how a group of siblings was drawn: the strings of reference/tree/shape.py's Tree.draws
 ROOT, SAMPLED, WITHOUT_REPLACEMENT, POINT = "root", "sampled", "without replacement", "point mass"
@@ -204,13 +209,33 @@ def breach(message: str, P: np.ndarray, tree) -> SubmissionCrash:
 def call_tree(sub: Submission, P: np.ndarray, tree, rng: np.random.Generator) -> tuple[tuple, int]:
     """One call on fresh copies -> (path, token), held to the contract: path lists accepted
     nodes from depth 1 down, each a child of the one before (the root's for the first)."""
-    copy = make_tree(tree.tokens.copy(), tree.parents.copy(), tree.q.copy(), tree.draws)
-    try:
-        result = call_safely(sub, (P.copy(), copy, rng), {}, shown_inputs(P, tree), "verify_tree")
-    except SubmissionCrash as crash:
-        if "verify_tree(" in crash.call:
-            crash.call = describe_call(P, tree)
-        raise
+    return call_tree_each(sub, [(P, tree)], rng)[0]
+
+
+def call_tree_each(sub: Submission, calls: list[tuple], rng: np.random.Generator) -> list:
+    """calls [(P, tree)], one after the other with the one rng -> their (path, token): the
+    calls of len(calls) call_tree, made in one request when verify_tree is in a worker."""
+    fresh = [(P.copy(), copied(tree)) for P, tree in calls]
+
+    results = call_each_safely(
+        sub,
+        fresh,
+        (rng,),
+        lambda i: shown_inputs(*calls[i]),
+        "verify_tree",
+        lambda i: describe_call(*calls[i]),
+    )
+    return [
+        tree_contract(result, P, tree) for result, (P, tree) in zip(results, calls, strict=True)
+    ]
+
+
+def copied(tree):
+    return make_tree(tree.tokens.copy(), tree.parents.copy(), tree.q.copy(), tree.draws)
+
+
+def tree_contract(result, P: np.ndarray, tree) -> tuple[tuple, int]:
+    """What a verify_tree returned -> (path, token), or the contract it broke."""
     if hasattr(result, "path") and hasattr(result, "token"):
         path, token = result.path, result.token
     elif isinstance(result, (tuple, list)) and len(result) == 2:

@@ -36,7 +36,7 @@ from collections import Counter
 import numpy as np
 
 from specdec.grading.core import Check, Family, Outcome
-from specdec.grading.submission import Submission, call_verify
+from specdec.grading.submission import Submission, call_verify_many
 from specdec.grading.verify_exact import exact_checks, zero_drafts_check
 from specdec.grading.verify_joint import ab_checks, fixed_check
 from specdec.grading.verify_tables import table_checks
@@ -67,7 +67,7 @@ def randomness_checks() -> list[Check]:
             memo["sub"] = sub
         if run not in memo:
             rng = np.random.default_rng(21)
-            memo[run] = [call_verify(sub, P, Q, drafts, rng) for _ in range(RNG_CALLS)]
+            memo[run] = call_verify_many(sub, P, Q, drafts, rng, RNG_CALLS)
         return memo[run]
 
     def same_seed(sub: Submission, threshold: float, look: int) -> Outcome:

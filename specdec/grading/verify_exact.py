@@ -16,7 +16,7 @@ from specdec.grading.laws import (
     Context,
     compare,
 )
-from specdec.grading.submission import Submission, call_verify
+from specdec.grading.submission import CHUNK, Submission, call_verify_many
 
 # --------------------------------------------------------------------------------------------
 # The grader's own rows and draws
@@ -54,7 +54,7 @@ def exact_case(
 
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
         rng = np.random.default_rng(7)
-        seen = Counter(call_verify(sub, P, Q, drafts, rng) for _ in range(CALLS_PER_EXACT_CASE))
+        seen = Counter(call_verify_many(sub, P, Q, drafts, rng, CALLS_PER_EXACT_CASE))
         wrong = [o for o in seen if o != expected]
         if not wrong:
             return Outcome(True, f"always {expected} as it must be", n=CALLS_PER_EXACT_CASE)
@@ -245,8 +245,8 @@ def zero_drafts_check() -> Check:
     def outcomes(sub: Submission):
         rng = np.random.default_rng(6)
         Q = np.zeros((0, ZERO_P.shape[1]))
-        while True:
-            yield call_verify(sub, ZERO_P, Q, (), rng)
+        while True:  # in chunks that end where the looks end: the calls of n call_verify
+            yield from call_verify_many(sub, ZERO_P, Q, (), rng, CHUNK)
 
     runs = Runs(outcomes, ZERO_N)
 

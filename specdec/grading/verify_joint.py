@@ -17,7 +17,13 @@ from specdec.grading.laws import (
     leftover,
     verify_joint_law,
 )
-from specdec.grading.submission import Submission, call_verify
+from specdec.grading.submission import (
+    CHUNK,
+    Submission,
+    call_verify_each,
+    call_verify_many,
+    streams,
+)
 from specdec.grading.verify_exact import SOFTMAX_HINT, draw
 
 # --------------------------------------------------------------------------------------------
@@ -33,11 +39,14 @@ AB_N = 20_000
 
 
 def ab_outcomes(sub: Submission):
-    # -> an endless stream of (draft, accepted, token): drafts drawn from q by the grader
-    rng = np.random.default_rng(1)
+    # -> an endless stream of (draft, accepted, token): drafts drawn from q by the grader.
+    # The grader's draws and the verify's come from two streams of one seed, so that the
+    # calls of a chunk can be made in one request (submission.CHUNK divides both looks)
+    drafting, rng = streams(1)
     while True:
-        x = draw(AB_Q[0], rng)
-        yield (x, *call_verify(sub, AB_P, AB_Q, (x,), rng))
+        xs = [draw(AB_Q[0], drafting) for _ in range(CHUNK)]
+        answers = call_verify_each(sub, [(AB_P, AB_Q, (x,)) for x in xs], rng)
+        yield from ((x, a, t) for x, (a, t) in zip(xs, answers, strict=True))
 
 
 def ab_story(counts: Counter) -> tuple[list[str], str]:
@@ -157,8 +166,8 @@ def fixed_rows() -> tuple[np.ndarray, np.ndarray, Context]:
 def fixed_outcomes(P, Q, drafts, seed: int):
     def outcomes(sub: Submission):
         rng = np.random.default_rng(seed)
-        while True:
-            yield call_verify(sub, P, Q, drafts, rng)
+        while True:  # in chunks that end where the looks end: the calls of n call_verify
+            yield from call_verify_many(sub, P, Q, drafts, rng, CHUNK)
 
     return outcomes
 

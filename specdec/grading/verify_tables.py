@@ -16,7 +16,7 @@ from specdec.grading.laws import (
     compare,
     target_joint_law,
 )
-from specdec.grading.submission import Submission, call_verify
+from specdec.grading.submission import CHUNK, Submission, call_verify_each, streams
 from specdec.grading.verify_exact import draw
 
 # --------------------------------------------------------------------------------------------
@@ -91,18 +91,25 @@ def target_law_check(
     source: it knows nothing of acceptance or residuals)."""
 
     def outcomes(sub: Submission):
-        rng = np.random.default_rng(seed)
+        # the grader's draws (drafts, completions) and the verify's come from two streams of
+        # one seed, so that a chunk's calls can be made in one request (CHUNK divides looks)
+        grader, rng = streams(seed)
         while True:
-            x: Context = ()
-            for _ in range(k):
-                x += (draw(q_rows(x), rng),)
-            P = np.stack([p_rows(x[:i]) for i in range(k + 1)])
-            Q = np.stack([q_rows(x[:i]) for i in range(k)])
-            accepted, token = call_verify(sub, P, Q, x, rng)
-            out = x[:accepted] + (token,)
-            while len(out) < k + 1:
-                out += (draw(p_rows(out), rng),)
-            yield out
+            calls = []
+            for _ in range(CHUNK):
+                x: Context = ()
+                for _ in range(k):
+                    x += (draw(q_rows(x), grader),)
+                P = np.stack([p_rows(x[:i]) for i in range(k + 1)])
+                Q = np.stack([q_rows(x[:i]) for i in range(k)])
+                calls.append((P, Q, x))
+            for (_, _, x), (accepted, token) in zip(
+                calls, call_verify_each(sub, calls, rng), strict=True
+            ):
+                out = x[:accepted] + (token,)
+                while len(out) < k + 1:
+                    out += (draw(p_rows(out), grader),)
+                yield out
 
     runs = Runs(outcomes, n_runs)
 

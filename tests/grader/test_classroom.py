@@ -40,10 +40,16 @@ from . import more_broken
 REPO = Path(__file__).resolve().parents[2]
 VERIFY_FAMILIES = ["law", "rule", "randomness", "in-loop"]
 
+# what a student's file may use: NumPy, and what it writes itself (the grader's worker holds
+# no `reference`): the two names the broken variants take from it, written out
 HEADER = (
-    "import numpy as np\n"
-    "from reference.sampling import sample_token\n"
-    "from reference.verification import Verification\n\n\n"
+    "from collections import namedtuple\n\n"
+    "import numpy as np\n\n"
+    "Verification = namedtuple('Verification', 'accepted token')\n\n\n"
+    "def sample_token(row, rng):\n"
+    "    cdf = np.cumsum(row, dtype=np.float64)\n"
+    "    u = rng.random() * cdf[-1]\n"
+    "    return int(min(np.searchsorted(cdf, u, side='right'), len(row) - 1))\n\n\n"
 )
 HELPERS = (more_broken.pick, more_broken.leftover, broken.normalised, broken.residual)
 

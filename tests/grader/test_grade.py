@@ -328,14 +328,16 @@ def test_an_exact_rule_with_lower_acceptance_is_reported_as_exact():
     # q, so every law passes; only the rule family fails, and it says so, with the acceptance
     # against the optimum: on the A/B example 0.8 * 0.6 + 0.2 * 0.4 = 0.56 vs 0.8
     spec = f"{Path(alternatives.__file__)}:keep_with_p_resample_without_x"
-    required = grade(spec)
+    required = grade(spec, isolated=False)  # a module of the tests' (it imports the reference)
     assert required.family_status("law") == "pass" and required.family_status("in-loop") == "pass"
     assert required.family_status("rule") == "fail" and not required.passed
     verdict = required.verdicts["rule"]
     assert verdict.startswith("exact, but not the contract's rule")
     alpha = float(verdict.split("acceptance ")[1].split(" ")[0])
-    assert alpha == pytest.approx(0.56, abs=0.02) and "(70% of it)" in verdict
     failed = next(r for r in required.results if r.status == "fail")
+    # a rate sampled from the A/B example's runs: within 6 sd of the law's 0.56
+    sd = (0.56 * 0.44 / failed.outcome.n) ** 0.5
+    assert alpha == pytest.approx(0.56, abs=6 * sd) and f"({alpha / 0.8:.0%} of it)" in verdict
     assert "EAGLE" in failed.outcome.hint and "biased" not in failed.outcome.hint
     report = text_report(required)
     assert report.index("PASS  law") < report.index("FAIL  rule: exact, but not")
@@ -350,7 +352,8 @@ def test_an_exact_rule_with_lower_acceptance_is_reported_as_exact():
 def test_grade_scores_with_the_config_it_is_given():
     relaxed = GradingConfig(require_rule=False)
     broken = Path(__file__).parents[2] / "specdec" / "oracle" / "broken.py"
-    graded = grade(f"{broken}:swapped_ratio", config=relaxed)  # rejected in about a second
+    # the oracle's own module (it imports the project): graded in this process
+    graded = grade(f"{broken}:swapped_ratio", config=relaxed, isolated=False)
     assert graded.counted == relaxed.counted() and "rule" not in graded.counted
 
 
@@ -472,7 +475,8 @@ def test_a_correct_verify_passes_on_the_command_line_with_exit_0(tmp_path):
     report = json.loads(done.stdout)
     assert report["passed"] and report["kind"] == "verify"
     assert list(report["families"]) == ["law", "rule", "randomness", "in-loop"]
-    assert "min(1, p/q): acceptance 0.8" in report["families"]["rule"]["verdict"]
+    rule = report["families"]["rule"]["verdict"]  # a rate of 20 000 runs: 0.8 within 6 sd
+    assert float(rule.split("acceptance ")[1].split(" ")[0]) == pytest.approx(0.8, abs=0.017)
     sampled = [law for law in report["laws"] if not law["exact"]]
     assert sampled and all(law["p_value"] >= law["threshold"] for law in sampled)
     assert {law["status"] for law in report["laws"]} == {"pass"}
