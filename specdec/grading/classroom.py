@@ -42,7 +42,7 @@ from specdec.grading.gradescope import (
     stop_running,
 )
 from specdec.grading.report import zero_results
-from specdec.grading.sandbox import not_dumpable, stop_on_sigterm
+from specdec.grading.worker_setup import not_dumpable, stop_on_sigterm
 
 DEFAULT_OUT = "class-grades"
 SKIPPED = ("__MACOSX", "__pycache__")  # folders an unzipped upload or Python leaves behind

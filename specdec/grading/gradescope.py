@@ -37,7 +37,7 @@ from specdec.grading.config import GradingConfig, load_config
 from specdec.grading.exercises import KINDS, kind_of_name
 from specdec.grading.exercises import exercise as exercise_of
 from specdec.grading.report import write_json, zero_results
-from specdec.grading.sandbox import not_dumpable, stop_on_sigterm
+from specdec.grading.worker_setup import not_dumpable, stop_on_sigterm
 
 SOURCE = Path(__file__).resolve().parents[2]  # the repository, or the zip's /autograder/source
 # what run_autograder runs (`python -m specdec.grading.gradescope run`), and the child that

@@ -1,36 +1,35 @@
 """The grading side of the worker: a submitted file runs in another process, never in this one.
 
-`Sandbox(file, kind)` starts specdec/grading/worker.py in a scratch folder that holds a copy
-of the file, the worker and a folder of the libraries the exercise allows; nothing else of the
-grader, and no path back to it. The submitted function comes back as a `RemoteFunction`: a
-call sends its inputs down a pipe and reads the outputs back as plain data (worker.py's
-format, no pickle), which the checks then hold to the contract as before. A class (the cache
-exercise) comes back as a `RemoteObject`; a callable the grader hands over (a next-token
-callable) stays here, and the worker asks for each of its answers.
+`Sandbox(file)` starts specdec/grading/worker.py (with wire.py and confinement.py, the files it
+imports) in a scratch folder that holds a copy of the file, those three files and a folder of
+the libraries the exercise allows (worker_setup.py): nothing else of the grader, and no path
+back to it. The submitted function comes back as a `RemoteFunction`: a call sends its inputs
+down a pipe and reads the outputs back as plain data (wire.py's format, no pickle), which the
+checks then hold to the contract as before. A class (the cache exercise) comes back as a
+`RemoteObject`; a callable the grader hands over (a next-token callable) stays here, and the
+worker asks for each of its answers.
 
 Least privilege, where the system allows it:
 
-* run as root (Gradescope), the worker runs as an unprivileged user: `specdec-worker` when
-  the zip's setup.sh made it, else a user id no account holds (one per concurrent worker in a
-  class run), so it can write neither the grader's files nor another worker's scratch;
+* run as root (Gradescope, a container), the worker runs as an unprivileged user of its own
+  (`specdec-worker` when the zip's setup.sh made it, else a user id no account holds, one per
+  concurrent grading), in a file tree of its own on Linux (confinement.py), so it can read
+  neither the grader nor other students' folders, and write only its scratch folder;
 * limits on memory, CPU time, processes and threads (none: a fork fails), the size of a file
   it writes and the number it opens; on Linux it is killed when the grading process ends;
 * this process refuses to be read or traced by the worker (Linux: not dumpable), so a worker
   of the same user cannot read its memory or its open files.
 
-What this does not isolate (docs/grading.md says it too): a worker run as your own user can
-read whatever you can read, and reach the network; for a class you do not trust, run
-`grade-class` in a container, as root in it, so that the workers get users of their own.
+What this does not isolate (docs/oracle.md, "Where a submission runs"): a worker run as your
+own user can read whatever you can read, and any worker can reach the network; for a class
+you do not trust, run `grade-class` as root in a container.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
-import importlib.util
 import inspect
 import os
-import re
 import select
 import shutil
 import subprocess
@@ -42,10 +41,15 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.grading import worker as wire
+from specdec.grading import confinement, wire, worker
+from specdec.grading.worker_setup import (
+    import_names,
+    library_folder,
+    slot_from_environment,
+    worker_environment,
+    worker_ids,
+)
 
-WORKER_USER = "specdec-worker"  # the account the Gradescope zip's setup.sh creates
-FREE_IDS = range(64_999, 60_000, -1)  # where a user id no account holds is looked for
 STARTUP_S = 60.0  # the worker's own start (Python, NumPy): longer means something is wrong
 OUTPUT_KEPT = 20_000  # characters of what the submission printed, passed on
 
@@ -57,7 +61,7 @@ class Limits:
     memory_mb: int = 4096  # address space: NumPy, the submission's arrays (torch needs ~1 GiB)
     cpu_seconds: int = 900  # CPU time of the whole grading (the wall-clock limit comes first)
     file_mb: int = 16  # the largest file it may write, what it prints included
-    open_files: int = 256  # the folders it imports from are held open (worker.py)
+    open_files: int = 256  # the folders it imports from may be held open (confinement.py)
 
     def settings(self) -> dict:
         return {
@@ -209,8 +213,11 @@ class Sandbox:
         shutil.copyfile(self.file, copy)
         lib = self.scratch / "lib"
         library_folder(lib, libraries, pieces)
-        worker_file = self.scratch / "worker.py"
-        shutil.copyfile(Path(wire.__file__), worker_file)
+        code = self.scratch / "worker"  # the worker and the two files it imports
+        code.mkdir()
+        for module in (worker, wire, confinement):
+            shutil.copyfile(Path(module.__file__), code / Path(module.__file__).name)
+        worker_file = code / "worker.py"
         self.copy = str(copy)
         settings = {
             "limits": self.limits.settings(),
@@ -222,10 +229,9 @@ class Sandbox:
         if self.ids is not None:
             for path in (self.scratch, home, copy):
                 os.chown(path, *self.ids)
-            for path in [lib, *lib.rglob("*")]:
+            for path in [lib, *lib.rglob("*"), code, *code.iterdir()]:
                 if not path.is_symlink():
                     path.chmod(0o755 if path.is_dir() else 0o644)
-            worker_file.chmod(0o644)
         down_read, down_write = os.pipe()  # grader -> worker
         up_read, up_write = os.pipe()  # worker -> grader
         output = open(self.private / "output.txt", "wb")  # noqa: SIM115 (kept by the child)
@@ -530,146 +536,6 @@ BUILDERS = {
     "reference.sampling.SamplingParams": sampling_recipe,
     "reference.tree.shape.Tree": tree_recipe,
 }
-
-
-# --------------------------------------------------------------------------------------------
-# The worker's folders, user and environment
-# --------------------------------------------------------------------------------------------
-
-
-def library_folder(lib: Path, libraries: tuple[str, ...], pieces: tuple[str, ...]) -> None:
-    """`lib`: links to the allowed distributions' packages (with what they require), and a
-    `reference` holding only the modules named in `pieces` (the loop's: model, cache...)."""
-    lib.mkdir()
-    for name in distributions_needed(libraries):
-        for top in top_level_paths(name):
-            target = lib / top.name
-            if not target.exists():
-                target.symlink_to(top)
-    if pieces:
-        # found, not imported: only the loop's grader ships `reference` (closure.py follows
-        # import statements, and no other zip needs it)
-        found = importlib.util.find_spec("reference")
-        if found is None or not found.submodule_search_locations:
-            raise SandboxError("the grader has no `reference` package to copy the pieces from")
-        source = Path(list(found.submodule_search_locations)[0])
-        package = lib / "reference"
-        package.mkdir()
-        (package / "__init__.py").write_text(
-            '"""The pieces of the reference this exercise may use (and no more)."""\n'
-        )
-        for piece in pieces:
-            shutil.copyfile(source / f"{piece}.py", package / f"{piece}.py")
-
-
-def distributions_needed(libraries: tuple[str, ...]) -> list[str]:
-    """The installed distributions among `libraries`, with those they require (not extras)."""
-    seen: list[str] = []
-    todo = list(libraries)
-    while todo:
-        name = todo.pop()
-        try:
-            dist = importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue  # optional (torch), or a requirement of a platform not this one
-        key = dist.metadata["Name"].lower()
-        if key in seen:
-            continue
-        seen.append(key)
-        for requirement in dist.requires or []:
-            if "extra ==" in requirement:
-                continue
-            match = re.match(r"[A-Za-z0-9._-]+", requirement)
-            if match:
-                todo.append(match.group(0))
-    return seen
-
-
-def top_level_paths(name: str) -> list[Path]:
-    """The top-level packages and modules a distribution installed, as paths."""
-    dist = importlib.metadata.distribution(name)
-    listed = dist.read_text("top_level.txt")  # fast; RECORD is torch's 10 000 lines
-    if listed:
-        tops = {n.strip() for n in listed.split() if n.strip()}
-        tops |= {f"{n}.libs" for n in tops}  # the shared libraries auditwheel puts beside it
-        paths = [Path(dist.locate_file(top)) for top in sorted(tops)]
-        paths += [Path(dist.locate_file(f"{top}.py")) for top in sorted(tops)]
-        return [p for p in paths if p.exists()]
-    tops = set()
-    for file in dist.files or []:
-        first = file.parts[0]
-        if first in ("..", "__pycache__") or first.endswith((".dist-info", ".egg-info", ".pth")):
-            continue
-        tops.add(first)
-    paths = [Path(dist.locate_file(top)) for top in sorted(tops)]
-    return [p for p in paths if p.exists()]
-
-
-def import_names(libraries: tuple[str, ...]) -> list[str]:
-    """The modules to import for each allowed distribution (its own name, as Python spells
-    it): the worker imports them before it gives up root."""
-    names = [name.replace("-", "_") for name in libraries if name != "torch"]  # slow: lazily
-    if "numpy" in names:  # and the parts NumPy imports only when first used
-        names += [f"numpy.{part}" for part in ("random", "linalg", "fft", "polynomial")]
-    return names
-
-
-def worker_environment(scratch: Path, threads: int) -> dict[str, str]:
-    """A small environment: nothing of the grader's (its paths, tokens, settings)."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "LANG": "C.UTF-8", "TMPDIR": str(scratch)}
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[name] = str(max(threads, 1))
-    return env
-
-
-def worker_ids(slot: int) -> tuple[int, int] | None:
-    """(uid, gid) for the worker when this process is root (None otherwise): the zip's
-    `specdec-worker` for the first slot, else the `slot`-th id no account or group holds."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return None
-    import grp
-    import pwd
-
-    if slot == 0:
-        with contextlib.suppress(KeyError):
-            entry = pwd.getpwnam(WORKER_USER)
-            return entry.pw_uid, entry.pw_gid
-    taken = {p.pw_uid for p in pwd.getpwall()} | {g.gr_gid for g in grp.getgrall()}
-    free = [number for number in FREE_IDS if number not in taken]
-    if slot >= len(free):
-        raise SandboxError("no free user id for the worker")
-    return free[slot], free[slot]
-
-
-def slot_from_environment() -> int:
-    """A class run's concurrent gradings each get a slot (grade-class and the Gradescope run
-    set it), so that their workers run as different users; a grading started on its own gets
-    one of 1 000 slots past the class's, by its process id, so that two run at once as root
-    do not share a user either."""
-    value = os.environ.get("SPECDEC_WORKER_SLOT", "")
-    return int(value) if value.isdigit() else 1_000 + os.getpid() % 1_000
-
-
-def stop_on_sigterm() -> None:
-    """A SIGTERM (a scheduler's, `kill`) ends this process as a Ctrl-C does, so that the
-    gradings it started, each in a session of its own, are stopped with it."""
-    import signal
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    with contextlib.suppress(ValueError):  # not the main thread: left as it is
-        signal.signal(signal.SIGTERM, interrupt)
-
-
-def not_dumpable() -> None:
-    """Linux: this process cannot be traced, nor its memory and files read, by a process of
-    the same user that is not root (a worker run as you)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
 
 
 def signature_of(parameters) -> inspect.Signature | None:

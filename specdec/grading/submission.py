@@ -28,9 +28,9 @@ from specdec.grading.sandbox import (
     RemoteFunction,
     Sandbox,
     WorkerEnded,
-    not_dumpable,
     signature_of,
 )
+from specdec.grading.worker_setup import not_dumpable
 
 # what a bare file is searched for: verify and the loop first (the exercises graded most)
 EXERCISE_NAMES = tuple(

@@ -1,7 +1,7 @@
 """The worker: the only process where a submitted file runs, apart from everything that grades.
 
 The grading process (specdec/grading/sandbox.py) copies this file and the submission into a
-scratch folder and starts `python -I -S worker.py`: no site-packages, no PYTHONPATH, no
+scratch folder and starts `python -I -S worker/worker.py`: no site-packages, no PYTHONPATH, no
 project on the path. sys.path holds the submission's folder, a folder of the libraries the
 exercise allows (NumPy; the loop's pieces of `reference`; torch for the callables loop) and
 the standard library. Before the submission is imported the worker limits itself (memory, CPU
@@ -18,8 +18,9 @@ grader cannot use (its type, repr and the attributes the grader asked for). Noth
 pickled: the grading process rebuilds what it reads from these bytes and checks it itself, so
 whatever the submission returns or rewrites here, the grader reads only numbers and text.
 
-Only the standard library and NumPy are imported here, so the file works wherever it is
-copied. The grading side imports the codec below from this module too: one format, one file.
+Only the standard library, NumPy and the two files beside it (wire.py: the format;
+confinement.py: the limits and the file tree) are imported here: the grading process copies
+the three into the scratch folder's `worker/`, without the project.
 """
 
 from __future__ import annotations
@@ -27,287 +28,18 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import select
-import struct
 import sys
-import time
 import traceback
 
 if __name__ == "__main__":  # started as the worker: its folders come first, then NumPy
-    sys.path[:0] = sys.argv[4].split(os.pathsep)
+    sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), *sys.argv[4].split(os.pathsep)]
 
 import numpy as np  # noqa: E402
 
-# --------------------------------------------------------------------------------------------
-# The wire format: a message is a 4-byte length and one value, each value a tag and its body
-# --------------------------------------------------------------------------------------------
-
-MAX_MESSAGE = 256 << 20  # bytes: a bigger message is refused (a submission flooding the pipe)
-MAX_DEPTH = 32  # nesting of lists, tuples and dicts
-DTYPES = ("|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8")
-LENGTH = struct.Struct("<I")
-INT64 = struct.Struct("<q")
-FLOAT = struct.Struct("<d")
-
-
-class WireError(ValueError):
-    """Bytes that are not a value of this format (or one beyond its limits)."""
-
-
-def encode(value, other) -> bytes:
-    """value -> bytes; `other(value) -> (kind, payload)` encodes what is not plain data."""
-    out: list[bytes] = []
-    put(out, value, other, 0)
-    return b"".join(out)
-
-
-def put(out: list, value, other, depth: int) -> None:
-    if depth > MAX_DEPTH:
-        raise WireError(f"nested more than {MAX_DEPTH} levels deep")
-    kind = type(value)
-    writer = WRITERS.get(kind)
-    if writer is not None:
-        writer(out, value, other, depth)
-    elif value is None:
-        out.append(b"N")
-    elif kind is np.ndarray and value.dtype.str in DTYPES:
-        put_array(out, value)
-    elif kind is np.random.Generator:  # its state, for the other side's twin of it
-        put_generator(out, value, other, depth)
-    else:
-        name, payload = other(value)
-        out.append(b"x")
-        put(out, name, other, depth + 1)
-        put(out, payload, other, depth + 1)
-
-
-def put_int(out: list, value: int, other, depth: int) -> None:
-    if -(1 << 63) <= value < (1 << 63):
-        out.append(b"i" + INT64.pack(value))
-    else:  # a generator's 128-bit state
-        size = (value.bit_length() + 8) // 8
-        out.append(b"I" + LENGTH.pack(size) + value.to_bytes(size, "little", signed=True))
-
-
-def put_str(out: list, value: str, other, depth: int) -> None:
-    data = value.encode("utf-8", "replace")
-    out.append(b"s" + LENGTH.pack(len(data)) + data)
-
-
-def put_sequence(out: list, value, other, depth: int) -> None:
-    out.append((b"l" if type(value) is list else b"t") + LENGTH.pack(len(value)))
-    for item in value:
-        put(out, item, other, depth + 1)
-
-
-def put_dict(out: list, value: dict, other, depth: int) -> None:
-    out.append(b"d" + LENGTH.pack(len(value)))
-    for key, item in value.items():
-        put_str(out, str(key), other, depth)
-        put(out, item, other, depth + 1)
-
-
-def put_array(out: list, array: np.ndarray) -> None:
-    if not array.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
-        array = array.copy(order="C")
-    shape = struct.pack(f"<{array.ndim}q", *array.shape)
-    out.append(b"a" + array.dtype.str.encode() + bytes([array.ndim]) + shape + array.tobytes())
-
-
-PCG64_STATE = struct.Struct("<qQQQQBI")  # key, state (hi, lo), inc (hi, lo), has_uint32, uinteger
-
-
-def put_generator(out: list, generator, other, depth: int) -> None:
-    # other(generator) -> ("rng", key): the number both sides know it by
-    _, key = other(generator)
-    state = generator.bit_generator.state
-    if state["bit_generator"] == "PCG64":
-        inner, low = state["state"], (1 << 64) - 1
-        out.append(
-            b"g"
-            + PCG64_STATE.pack(
-                key,
-                inner["state"] >> 64,
-                inner["state"] & low,
-                inner["inc"] >> 64,
-                inner["inc"] & low,
-                state["has_uint32"],
-                state["uinteger"],
-            )
-        )
-    else:
-        out.append(b"G" + INT64.pack(key))
-        put(out, state, other, depth + 1)
-
-
-WRITERS = {
-    bool: lambda out, value, other, depth: out.append(b"T" if value else b"F"),
-    int: put_int,
-    float: lambda out, value, other, depth: out.append(b"f" + FLOAT.pack(value)),
-    str: put_str,
-    list: put_sequence,
-    tuple: put_sequence,
-    dict: put_dict,
-}
-
-
-def decode(data: bytes, extension):
-    """bytes -> value; `extension(kind, payload)` rebuilds an 'x' record. WireError on bytes
-    that are not one whole value."""
-    try:
-        value, at = read(bytes(data), 0, extension, 0)
-    except (struct.error, IndexError, UnicodeDecodeError, OverflowError, ValueError) as error:
-        if isinstance(error, WireError):
-            raise
-        raise WireError(f"malformed message ({type(error).__name__}: {error})") from None
-    if at != len(data):
-        raise WireError(f"{len(data) - at} bytes after the value")
-    return value
-
-
-def read(data: bytes, at: int, extension, depth: int):
-    """The value that starts at data[at] -> (value, where the next one starts)."""
-    if depth > MAX_DEPTH:
-        raise WireError(f"nested more than {MAX_DEPTH} levels deep")
-    tag = data[at]
-    at += 1
-    if tag == 105:  # i
-        return INT64.unpack_from(data, at)[0], at + 8
-    if tag == 108 or tag == 116:  # l, t
-        (n,) = LENGTH.unpack_from(data, at)
-        at += 4
-        items = []
-        for _ in range(n):
-            item, at = read(data, at, extension, depth + 1)
-            items.append(item)
-        return (items if tag == 108 else tuple(items)), at
-    if tag == 97:  # a
-        return read_array(data, at)
-    if tag == 102:  # f
-        return FLOAT.unpack_from(data, at)[0], at + 8
-    if tag == 115:  # s
-        (n,) = LENGTH.unpack_from(data, at)
-        return str(data[at + 4 : at + 4 + n], "utf-8"), at + 4 + inside(data, at + 4, n)
-    if tag == 78:  # N
-        return None, at
-    if tag == 84 or tag == 70:  # T, F
-        return tag == 84, at
-    if tag == 73:  # I
-        (n,) = LENGTH.unpack_from(data, at)
-        at += 4
-        return int.from_bytes(data[at : at + inside(data, at, n)], "little", signed=True), at + n
-    if tag == 100:  # d
-        (n,) = LENGTH.unpack_from(data, at)
-        at += 4
-        made = {}
-        for _ in range(n):
-            key, at = read(data, at, extension, depth + 1)
-            if type(key) is not str:
-                raise WireError("a dict key that is not a string")
-            made[key], at = read(data, at, extension, depth + 1)
-        return made, at
-    if tag == 103:  # g: a PCG64 generator's state
-        key, s_hi, s_lo, i_hi, i_lo, has, extra = PCG64_STATE.unpack_from(data, at)
-        state = {
-            "bit_generator": "PCG64",
-            "state": {"state": (s_hi << 64) | s_lo, "inc": (i_hi << 64) | i_lo},
-            "has_uint32": has,
-            "uinteger": extra,
-        }
-        return extension("rng", (key, state)), at + PCG64_STATE.size
-    if tag == 71:  # G: another generator's state
-        (key,) = INT64.unpack_from(data, at)
-        state, at = read(data, at + 8, extension, depth + 1)
-        if type(state) is not dict:
-            raise WireError("a generator's state that is not a dict")
-        return extension("rng", (key, state)), at
-    if tag == 120:  # x
-        kind, at = read(data, at, extension, depth + 1)
-        payload, at = read(data, at, extension, depth + 1)
-        if type(kind) is not str:
-            raise WireError("a record without a name")
-        return extension(kind, payload), at
-    raise WireError(f"unknown tag {tag!r}")
-
-
-def inside(data: bytes, at: int, n: int) -> int:
-    # n, once it is known that n bytes follow `at`
-    if at + n > len(data):
-        raise WireError("the message ends in the middle of a value")
-    return n
-
-
-def read_array(data: bytes, at: int) -> tuple[np.ndarray, int]:
-    dtype = str(data[at : at + 3], "ascii")
-    if dtype not in DTYPES:
-        raise WireError(f"an array of dtype {dtype!r}")
-    ndim = data[at + 3]
-    shape = struct.unpack_from(f"<{ndim}q", data, at + 4)
-    at += 4 + 8 * ndim
-    count = 1
-    for n in shape:
-        if n < 0:
-            raise WireError(f"an array of shape {shape}")
-        count *= n
-    size = inside(data, at, count * np.dtype(dtype).itemsize)
-    array = np.frombuffer(data, dtype=dtype, count=count, offset=at).reshape(shape).copy()
-    return array, at + size
-
-
-def send(fd: int, value, other) -> None:
-    data = encode(value, other)
-    if len(data) > MAX_MESSAGE:
-        raise WireError(f"a message of {len(data)} bytes (the limit is {MAX_MESSAGE})")
-    write_all(fd, LENGTH.pack(len(data)) + data)
-
-
-def write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-SPIN_S = 0.0005  # how long a side polls for the other's answer before it sleeps on the pipe
-
-
-def read_exactly(fd: int, n: int) -> bytes:
-    """n bytes from fd; EOFError when the other side closed it first.
-
-    The two sides take turns, so the answer usually comes within microseconds: polling for it
-    a little while costs less than sleeping and being woken (48 us per exchange on a 2-core
-    virtual machine against 6 us). After SPIN_S it sleeps until the answer comes."""
-    chunks, left = [], n
-    while left:
-        chunk = poll(fd, min(left, 1 << 20))
-        if not chunk:
-            raise EOFError("the pipe closed")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def poll(fd: int, n: int) -> bytes:
-    """os.read(fd, n), polling the non-blocking fd for SPIN_S before it blocks."""
-    try:
-        return os.read(fd, n)
-    except BlockingIOError:
-        pass
-    end = time.perf_counter() + SPIN_S
-    while time.perf_counter() < end:
-        try:
-            return os.read(fd, n)
-        except BlockingIOError:
-            os.sched_yield() if hasattr(os, "sched_yield") else None
-    select.select([fd], [], [])
-    return os.read(fd, n)
-
-
-def receive_bytes(fd: int) -> bytes:
-    (size,) = LENGTH.unpack(read_exactly(fd, 4))
-    if size > MAX_MESSAGE:
-        raise WireError(f"a message of {size} bytes announced (the limit is {MAX_MESSAGE})")
-    return read_exactly(fd, size)
-
+try:  # imported by the grader, as a module of the package
+    from specdec.grading import confinement, wire
+except ImportError:  # run as the worker: the copies beside this file (no project here)
+    confinement, wire = (importlib.import_module(name) for name in ("confinement", "wire"))
 
 # --------------------------------------------------------------------------------------------
 # What a submission is handed in place of the grader's objects
@@ -356,10 +88,10 @@ class Worker:
     # -- the messages ------------------------------------------------------------------------
 
     def send(self, value) -> None:
-        send(self.outbox, value, self.record)
+        wire.send(self.outbox, value, self.record)
 
     def receive(self):
-        return decode(receive_bytes(self.inbox), self.rebuild)
+        return wire.decode(wire.receive_bytes(self.inbox), self.rebuild)
 
     def serve(self) -> None:
         while True:
@@ -377,8 +109,8 @@ class Worker:
             states, self.used = self.states(), []  # the request's generators, as left
             try:
                 self.send((*reply, states))
-            except WireError as error:  # nested too deep, too large: said, not sent
-                refused = WireError(f"what your code returned cannot be sent back ({error})")
+            except wire.WireError as error:  # nested too deep, too large: said, not sent
+                refused = wire.WireError(f"what your code returned cannot be sent back ({error})")
                 self.send(("error", self.describe_error(refused), states))
 
     def states(self) -> list:
@@ -493,7 +225,7 @@ class Worker:
             if number not in self.generators:
                 name = state.get("bit_generator")
                 if name not in BIT_GENERATORS:
-                    raise WireError(f"a generator of kind {name!r}")
+                    raise wire.WireError(f"a generator of kind {name!r}")
                 made = np.random.Generator(getattr(np.random, name)())
                 self.generators[number], self.keys[id(made)] = made, number
             self.generators[number].bit_generator.state = state
@@ -508,7 +240,7 @@ class Worker:
             return np.dtype(dtype).type(value)
         if kind == "build":
             return self.build(payload)
-        raise WireError(f"unknown record {kind!r}")
+        raise wire.WireError(f"unknown record {kind!r}")
 
     def build(self, payload):
         if isinstance(payload, list) and payload[:1] == ["Tree"]:  # made anew for each call
@@ -527,7 +259,7 @@ class Worker:
         elif cls == "SamplingParams":
             made = importlib.import_module("reference.sampling").SamplingParams(**payload["fields"])
         else:
-            raise WireError(f"cannot build a {cls!r}")
+            raise wire.WireError(f"cannot build a {cls!r}")
         if payload.get("share", True):
             self.built[key] = made
         return made
@@ -541,7 +273,7 @@ class Worker:
             worker.send(("callback", number, args, kwargs))
             reply = worker.receive()
             if reply[0] == "raise":
-                raise builtin_error(reply[1])(reply[2])
+                raise wire.builtin_error(reply[1])(reply[2])
             return reply[1]
 
         ask.__name__ = ask.__qualname__ = name
@@ -613,14 +345,6 @@ def describe_callable(function, name: str) -> dict:
     }
 
 
-def builtin_error(name: str) -> type:
-    """The built-in exception class of that name (RuntimeError when there is none)."""
-    import builtins
-
-    error = getattr(builtins, name, None)
-    return error if isinstance(error, type) and issubclass(error, Exception) else RuntimeError
-
-
 def str_of(error: BaseException) -> str:
     try:
         return str(error)
@@ -639,205 +363,22 @@ def short_repr(value) -> str:
         return f"<{type(value).__name__} whose repr() raised>"
 
 
-# --------------------------------------------------------------------------------------------
-# Start-up: limits first, then the submission's path, then the requests
-# --------------------------------------------------------------------------------------------
-
-
-def limit(settings: dict) -> None:
-    """Hold this process to the limits the grader chose, before any submitted code runs."""
-    import resource
-
-    names = {
-        "memory_bytes": "RLIMIT_AS",
-        "cpu_seconds": "RLIMIT_CPU",
-        "processes": "RLIMIT_NPROC",
-        "file_bytes": "RLIMIT_FSIZE",
-        "open_files": "RLIMIT_NOFILE",
-        "core_bytes": "RLIMIT_CORE",
-    }
-    for key, name in names.items():
-        value = settings.get(key)
-        if value is None or not hasattr(resource, name):
-            continue
-        which = getattr(resource, name)
-        hard = resource.getrlimit(which)[1]
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        try:
-            resource.setrlimit(which, (value, value))
-        except (ValueError, OSError):  # not settable here (macOS and RLIMIT_AS): documented
-            pass
-    import signal
-
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit raises, not kills
-
-
-def die_with_parent() -> None:
-    """Linux: be killed when the grading process ends, however it ends."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    import signal
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    if os.getppid() == 1:  # the parent is already gone
-        os._exit(1)
-
-
-def preload(modules: list[str]) -> None:
-    """Import the allowed libraries before any submitted code (a missing optional one, torch,
-    is skipped): a library that cannot load is the grader's problem, said before grading."""
-    import importlib
-
-    for name in ["ctypes", "importlib.util", "resource", "signal", *modules]:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            continue
-
-
-def hold_folders(lib: str) -> None:
-    """Before giving up root: keep the folders this process imports from open, and read them
-    through those handles (/proc/self/fd/N), so that an interpreter or a venv in a folder the
-    worker's user may not enter (a pyenv under /root) still serves its imports. The handles
-    reach those folders only: not the grader's (sandbox.py copies what the worker may read)."""
-    if not os.path.isdir("/proc/self/fd"):
-        return
-    moved = {}
-    for i, path in enumerate(sys.path):
-        if os.path.isdir(path) and not path.startswith(lib):
-            sys.path[i] = moved[path] = held(path)
-    for module in list(sys.modules.values()):  # packages already imported read on from there
-        paths = getattr(module, "__path__", None)
-        if isinstance(paths, list):
-            paths[:] = [rehome(p, moved) for p in paths]
-    for name in os.listdir(lib):
-        link = os.path.join(lib, name)
-        if os.path.islink(link):
-            target = held(os.path.realpath(link))
-            os.unlink(link)
-            os.symlink(target, link)
-
-
-def rehome(path: str, moved: dict) -> str:
-    for old, new in moved.items():
-        if path == old or path.startswith(old + os.sep):
-            return new + path[len(old) :]
-    return path
-
-
-def held(path: str) -> str:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return path
-    return f"/proc/self/fd/{fd}"
-
-
-# mount(2) flags and unshare(2)'s new mount namespace (Linux)
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 32, 4096, 16384
-MS_PRIVATE, CLONE_NEWNS = 1 << 18, 0x00020000
-DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
-
-
-def confine(lib: str) -> bool:
-    """Linux, as root, before giving up root: a mount namespace of the worker's own whose root
-    holds only what it needs, each at its usual path: its scratch folder (writable), the
-    folders it imports from (the standard library, the allowed libraries' packages: read
-    only), the system's shared libraries and a few devices. Nothing else of the machine's
-    files exists for the submission: not the grader's checkout, not the class folder, not
-    /proc (its ancestors' command lines), whoever may read them. False where mount
-    namespaces are not allowed (a container without CAP_SYS_ADMIN): nothing changed."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def mount(source, target, kind, flags, data=None) -> None:
-        encoded = [x.encode() if isinstance(x, str) else x for x in (source, target, kind, data)]
-        if libc.mount(encoded[0], encoded[1], encoded[2], flags, encoded[3]) != 0:
-            error = ctypes.get_errno()
-            raise OSError(error, f"mount {source} on {target}: {os.strerror(error)}")
-
-    if libc.unshare(CLONE_NEWNS) != 0:
-        return False
-    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the machine
-    scratch = os.path.dirname(lib)
-    root = os.path.join(scratch, ".root")
-    os.mkdir(root, 0o755)
-    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-
-    def show(path: str, writable: bool = False) -> None:
-        inside = root + path
-        if os.path.isdir(path):
-            os.makedirs(inside, 0o755, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(inside), 0o755, exist_ok=True)
-            if not os.path.exists(inside):
-                open(inside, "a").close()
-        mount(path, inside, None, MS_BIND | MS_REC)
-        if not writable:
-            mount(None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_REC)
-
-    system = [p for p in ("/usr", "/lib", "/lib64", "/lib32") if os.path.isdir(p)]
-    system = [p for p in system if not os.path.islink(p)]  # /lib -> usr/lib: linked below
-    imports = [p for p in sys.path if os.path.isdir(p) and not p.startswith(scratch)]
-    links = [os.path.realpath(os.path.join(lib, n)) for n in sorted(os.listdir(lib))]
-    for path in [*system, *imports]:
-        show(os.path.realpath(path))
-    for link in ("/lib", "/lib64", "/lib32"):  # merged /usr: the same links as the machine's
-        if os.path.islink(link):
-            os.symlink(os.readlink(link), root + link)
-    # every folder of installed packages that came with them (a site-packages inside the
-    # standard library, a system's dist-packages) is emptied: the project may be installed
-    # there; the allowed libraries' own folders are shown again inside it, just below
-    import glob
-
-    bases = [*imports, *glob.glob("/usr/lib/python3*"), *glob.glob("/usr/local/lib/python3*")]
-    for base in bases:
-        for name in ("site-packages", "dist-packages"):
-            packages = os.path.realpath(os.path.join(base, name))
-            if os.path.isdir(packages) and os.path.isdir(root + packages):
-                mount("tmpfs", root + packages, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-    for path in [*links, *DEVICES]:
-        if os.path.exists(path):
-            show(os.path.realpath(path))
-    show(scratch, writable=True)
-    os.chroot(root)
-    os.chdir(scratch)
-    return True
-
-
-def drop_to(ids) -> None:
-    """Root -> the unprivileged user the grader chose, for good (real, effective and saved)."""
-    if ids is None:
-        return
-    uid, gid = ids
-    os.setgroups([])
-    os.setgid(gid)
-    os.setuid(uid)
-    if os.getuid() != uid or os.geteuid() != uid:
-        raise SystemExit("the worker could not give up root")
-
-
 def main(argv: list[str]) -> int:
     inbox, outbox = int(argv[1]), int(argv[2])
-    settings = decode(bytes.fromhex(argv[3]), lambda kind, payload: payload)
-    die_with_parent()
+    settings = wire.decode(bytes.fromhex(argv[3]), lambda kind, payload: payload)
+    confinement.die_with_parent()
     os.closerange(3, min(inbox, outbox))  # every inherited file but the two pipes
     os.closerange(max(inbox, outbox) + 1, 1 << 16)
     sys.dont_write_bytecode = True
-    preload(settings["preload"])
+    confinement.preload(settings["preload"])
     if settings["user"] is not None:
-        if not confine(settings["path"][1]):  # no mount namespace here: hold what it imports
-            hold_folders(settings["path"][1])
+        if not confinement.confine(settings["path"][1]):  # no namespace here: hold its imports
+            confinement.hold_folders(settings["path"][1])
         importlib.invalidate_caches()
-    drop_to(settings["user"])
-    die_with_parent()  # a change of user clears it: asked again
+    confinement.drop_to(settings["user"])
+    confinement.die_with_parent()  # a change of user clears it: asked again
     os.umask(0o077)
-    limit(settings["limits"])
+    confinement.limit(settings["limits"])
     sys.argv = [settings["file"]]
     worker = Worker(inbox, outbox)
     worker.send(("ready", os.getuid() if hasattr(os, "getuid") else -1))

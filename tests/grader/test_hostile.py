@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec.grading.sandbox import FREE_IDS, WORKER_USER
+from specdec.grading.worker_setup import FREE_IDS, WORKER_USER
 
 from .hostile_catalogue import (
     CATALOGUE,

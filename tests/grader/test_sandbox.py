@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from specdec.grading import worker as wire
+from specdec.grading import wire
 from specdec.grading.sandbox import RemoteError, Sandbox, WorkerEnded
 from specdec.grading.submission import load_submission
 
