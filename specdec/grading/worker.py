@@ -3,13 +3,16 @@
 The grading process (specdec/grading/sandbox.py) copies this file and the submission into a
 scratch folder and starts `python -I -S worker/worker.py`: no site-packages, no PYTHONPATH, no
 project on the path. sys.path holds the submission's folder, a folder of the libraries the
-exercise allows (NumPy; the loop's pieces of `reference`; torch for the callables loop) and
-the standard library. Before the submission is imported the worker limits itself (memory, CPU
-time, no new processes or threads, file size, open files), asks to die with its parent, and
-drops every inherited file but its two pipes. Then it answers requests, one at a time:
+exercise allows (NumPy, torch when installed; the loop's pieces of `reference`) and the
+standard library. Before the submission is imported the worker drops every inherited file but
+its two pipes, asks to die with its parent, run as root moves into a file tree of its own and
+gives up root, and limits itself (memory, CPU time, no new processes or threads, file size,
+open files). Then it answers requests, one at a time:
 
     load     import the file, find the function, say its name and signature
     call     call a function or a class (its inputs and outputs cross as plain data)
+    repeat   n calls with the same arguments (fresh copies each) and one generator
+    each     one call per row of arguments, the generator shared
     getattr  read an attribute of an object it made (the cache exercise's instance)
 
 A reply is plain data: None, bools, ints, floats, strings, lists, tuples, dicts, NumPy arrays
