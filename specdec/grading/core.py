@@ -199,7 +199,8 @@ class Runs:
     """
 
     def __init__(self, outcomes: Callable, n: int, quick_fraction: float = 0.2) -> None:
-        self.outcomes, self.n, self.quick = outcomes, n, max(1, int(n * quick_fraction))
+        self.outcomes, self.n = outcomes, n
+        self.quick = looks_of(n, quick_fraction)[0]
         self.submission: Submission | None = None
 
     def size(self, look: int) -> int:
@@ -223,3 +224,8 @@ class Runs:
                 raise
             self.snapshots[want] = Counter(self.seen)
         return self.snapshots[want]
+
+
+def looks_of(n: int, quick_fraction: float) -> tuple[int, int]:
+    """The outcomes a sampled case's quick look and full look read (n: the full look's)."""
+    return max(1, int(n * quick_fraction)), n

@@ -22,7 +22,7 @@ from functools import cache
 
 import numpy as np
 
-from specdec.grading.core import Check, Family, Outcome, Runs
+from specdec.grading.core import Check, Family, Outcome, Runs, looks_of
 from specdec.grading.laws import (
     ModelRows,
     compare,
@@ -104,16 +104,11 @@ def case_laws(case: LoopCase, policy: str) -> dict:
     }
 
 
-def run_loop(sub: Submission, case: LoopCase, rng: np.random.Generator, drafter, verify_fn=None):
-    """One run of the submitted loop -> (tokens, accepted per round)."""
-    return run_loops(sub, case, rng, drafter, verify_fn, 1)[0]
-
-
 def run_loops(
     sub: Submission, case: LoopCase, rng: np.random.Generator, drafter, verify_fn, n: int
 ) -> list[tuple[tuple, tuple]]:
     """n runs of the loop, one after the other with the one rng -> n (tokens, accepted per
-    round): a loop in a worker makes them in one request (the calls of n run_loop)."""
+    round): a loop in a worker makes them in one request, the same runs as one by one."""
     from reference.sampling import SamplingParams
 
     target, _ = tiny_pair()
@@ -301,8 +296,7 @@ def round_starts(accepts, k: int, max_new_tokens: int, policy: str) -> tuple[lis
 
 
 def sampled_checks(case: LoopCase, policy: str) -> list[Check]:
-    looks = (Runs(None, case.n, QUICK_LOOK).size(0), case.n)
-    runs = Runs(case_runs(case, looks=looks), case.n, QUICK_LOOK)
+    runs = Runs(case_runs(case, looks=looks_of(case.n, QUICK_LOOK)), case.n, QUICK_LOOK)
 
     def law_check(law_name: str, key, what: str) -> Check:
         def run(sub: Submission, threshold: float, look: int) -> Outcome:

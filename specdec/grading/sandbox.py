@@ -446,6 +446,10 @@ class Sandbox:
             return payload if isinstance(payload, (bool, int, float, str)) else str(payload)
         if kind == "subclass":  # an int that compares equal to anything becomes its value
             return plain(payload[1])
+        if kind == "mapping":  # a dict subclass: a plain dict of its items
+            if not isinstance(payload, dict):
+                raise wire.WireError("a mapping that is not a dict")
+            return payload
         if kind == "sequence":
             type_name, items, attributes = payload
             made = ReturnedTuple(items) if isinstance(items, tuple) else ReturnedList(items)

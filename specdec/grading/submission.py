@@ -380,18 +380,20 @@ def call_each_safely(
     shown_of: Callable,
     name: str,
     describe: Callable | None = None,
+    fresh: Callable = lambda args: tuple(a.copy() for a in args),
 ) -> list:
-    """One call per tuple of (fresh) arguments, each followed by `tail` (the generator they
-    share), in order -> the results. A function in a worker makes them in one request; a
-    raise becomes a SubmissionCrash on the inputs of the call that raised (`shown_of(i)`,
-    and `describe(i)` for its call's line when given)."""
+    """One call per tuple of arguments, each followed by `tail` (the generator they share), in
+    order -> the results. A function in a worker makes them in one request (what it is handed
+    is rebuilt there, a copy by nature); one here gets `fresh(args)`, so that a call that
+    edits its arguments cannot spoil the grader's. A raise becomes a SubmissionCrash on the
+    inputs of the call that raised (`shown_of(i)`, and `describe(i)` for its call's line)."""
     index = 0
     try:
         if isinstance(submission.function, RemoteFunction):
             return submission.function.each(calls, tail)
         results = []
         for index in range(len(calls)):  # noqa: B007 (the except below reads it)
-            results.append(submission.function(*calls[index], *tail))
+            results.append(submission.function(*fresh(calls[index]), *tail))
         return results
     except SubmissionCrash:
         raise
@@ -459,9 +461,8 @@ def call_verify_many(
 ) -> list[tuple[int, int]]:
     # n calls on the same rows, one after the other with the one rng -> n (accepted, token):
     # the same calls, in the same order, as n call_verify; a worker makes them in one request
-    P, Q = normalised(P), normalised(Q).reshape(len(drafts), P.shape[1])
-    tokens = np.asarray(drafts, dtype=np.int64)
-    shown = {"p_target": P, "q_draft": Q, "draft_tokens": tokens}
+    shown = verify_inputs(P, Q, drafts)
+    P, Q, tokens = shown.values()
     if isinstance(sub.function, RemoteFunction) and n > 1:  # it copies the rows per call
         results = call_safely(sub, (P, Q, tokens, rng), {}, shown, "verify", repeat=n)
     else:
@@ -472,17 +473,21 @@ def call_verify_many(
     return [verify_contract(result, shown) for result in results]
 
 
+def verify_inputs(P: np.ndarray, Q: np.ndarray, drafts) -> dict:
+    # P [k+1, V], Q [k, V], drafts [k] -> what a verify is handed (and a crash report shows):
+    # float64 rows that sum to 1 (the loop's are float32), the drafts as int64
+    P = normalised(P)
+    Q = normalised(Q).reshape(len(drafts), P.shape[1])
+    return {"p_target": P, "q_draft": Q, "draft_tokens": np.asarray(drafts, dtype=np.int64)}
+
+
 def call_verify_each(
     sub: Submission, calls: list[tuple], rng: np.random.Generator
 ) -> list[tuple[int, int]]:
     # calls [(P, Q, drafts)], one after the other with the one rng -> their (accepted, token):
     # the calls of len(calls) call_verify, made in one request when the verify is in a worker
-    shown = []
-    for P, Q, drafts in calls:
-        P = normalised(P)
-        Q = normalised(Q).reshape(len(drafts), P.shape[1])
-        shown.append({"p_target": P, "q_draft": Q, "draft_tokens": np.asarray(drafts, np.int64)})
-    arguments = [tuple(a.copy() for a in s.values()) for s in shown]
+    shown = [verify_inputs(P, Q, drafts) for P, Q, drafts in calls]
+    arguments = [tuple(s.values()) for s in shown]
     results = call_each_safely(sub, arguments, (rng,), shown.__getitem__, "verify")
     return [verify_contract(r, s) for r, s in zip(results, shown, strict=True)]
 

@@ -215,15 +215,14 @@ def call_tree(sub: Submission, P: np.ndarray, tree, rng: np.random.Generator) ->
 def call_tree_each(sub: Submission, calls: list[tuple], rng: np.random.Generator) -> list:
     """calls [(P, tree)], one after the other with the one rng -> their (path, token): the
     calls of len(calls) call_tree, made in one request when verify_tree is in a worker."""
-    fresh = [(P.copy(), copied(tree)) for P, tree in calls]
-
     results = call_each_safely(
         sub,
-        fresh,
+        calls,
         (rng,),
         lambda i: shown_inputs(*calls[i]),
         "verify_tree",
         lambda i: describe_call(*calls[i]),
+        lambda args: (args[0].copy(), copied(args[1])),
     )
     return [
         tree_contract(result, P, tree) for result, (P, tree) in zip(results, calls, strict=True)

@@ -204,14 +204,13 @@ class Worker:
             return "subclass", [type(value).__name__, plain[base](value)]
         if isinstance(value, np.ndarray):  # object or complex dtype: shown, not used
             return "object", [type(value).__name__, short_repr(value), {}]
-        if isinstance(value, (list, tuple, dict)):  # a subclass (a namedtuple...)
-            plain = tuple(value) if isinstance(value, tuple) else value
-            plain = dict(value) if isinstance(value, dict) else list(plain)
-            if isinstance(value, tuple):
-                plain = tuple(plain)
+        if isinstance(value, dict):  # a dict subclass: its items
+            return "mapping", dict(value)
+        if isinstance(value, (list, tuple)):  # a subclass (a namedtuple): items and fields
+            items = tuple(value) if isinstance(value, tuple) else list(value)
             fields = getattr(value, "_fields", ())
             attrs = {f: getattr(value, f) for f in fields if isinstance(f, str)}
-            return "sequence", [type(value).__name__, plain, attrs]
+            return "sequence", [type(value).__name__, items, attrs]
         attrs = {}
         for name in ATTRIBUTES:
             try:

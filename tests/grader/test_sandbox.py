@@ -3,6 +3,7 @@ it lets through, what it refuses. The attacks themselves are tests/grader/test_h
 
 from __future__ import annotations
 
+import contextlib
 import os
 import textwrap
 
@@ -14,10 +15,17 @@ from specdec.grading.sandbox import RemoteError, Sandbox, WorkerEnded
 from specdec.grading.submission import load_submission
 
 
-def sandbox_of(tmp_path, source: str) -> Sandbox:
+@contextlib.contextmanager
+def loaded(tmp_path, source: str):
+    """A worker that has loaded `source`'s verify, closed afterwards."""
     file = tmp_path / "submitted.py"
     file.write_text(textwrap.dedent(source))
-    return Sandbox(file)
+    sandbox = Sandbox(file)
+    try:
+        assert sandbox.load(["verify"])["found"]
+        yield sandbox
+    finally:
+        sandbox.close()
 
 
 def plain_record(value):
@@ -79,20 +87,16 @@ def test_malformed_bytes_are_refused_with_a_wire_error(data):
 
 def test_a_generator_continues_where_the_worker_left_it(tmp_path):
     # three draws in the worker move the grader's generator exactly as three draws here
-    sandbox = sandbox_of(
+    with loaded(
         tmp_path, "def verify(p, q, d, rng):\n    return [float(rng.random()) for _ in range(3)]\n"
-    )
-    try:
-        assert sandbox.load(["verify"])["found"]
+    ) as sandbox:
         rng, twin = np.random.default_rng(5), np.random.default_rng(5)
         assert sandbox.call(0, (None, None, None, rng), {}) == list(twin.random(3))
         assert rng.random() == twin.random()  # and the next draw here follows them
-    finally:
-        sandbox.close()
 
 
 def test_returned_values_arrive_as_plain_data(tmp_path):
-    sandbox = sandbox_of(
+    with loaded(
         tmp_path,
         """
         import numpy as np
@@ -101,6 +105,12 @@ def test_returned_values_arrive_as_plain_data(tmp_path):
             def __eq__(self, other):
                 return True
 
+        class Pair(tuple):
+            pass
+
+        class Counts(dict):
+            pass
+
         class Answer:
             accepted, token = np.int64(2), Always(3)
 
@@ -108,21 +118,18 @@ def test_returned_values_arrive_as_plain_data(tmp_path):
                 return "Answer()"
 
         def verify(p, q, d, rng):
-            return Always(1), Answer()
+            return Always(1), Answer(), Pair((4, 5)), Counts(a=6)
         """,
-    )
-    try:
-        sandbox.load(["verify"])
-        plain, answer = sandbox.call(0, (None, None, None, None), {})
+    ) as sandbox:
+        plain, answer, pair, counts = sandbox.call(0, (None, None, None, None), {})
+        assert pair == (4, 5) and isinstance(pair, tuple) and counts == {"a": 6}
         assert type(plain) is int and plain == 1 and plain != 0  # its value, not its __eq__
         assert (answer.accepted, answer.token) == (2, 3) and type(answer.token) is int
         assert repr(answer) == "Answer()"
-    finally:
-        sandbox.close()
 
 
 def test_the_worker_sees_no_project_and_runs_limited(tmp_path):
-    sandbox = sandbox_of(
+    with loaded(
         tmp_path,
         """
         import importlib.util, os, resource
@@ -131,18 +138,14 @@ def test_the_worker_sees_no_project_and_runs_limited(tmp_path):
             found = [n for n in ("reference", "specdec", "gpu") if importlib.util.find_spec(n)]
             return found, os.getuid(), resource.getrlimit(resource.RLIMIT_NPROC)[0]
         """,
-    )
-    try:
-        sandbox.load(["verify"])
+    ) as sandbox:
         found, uid, processes = sandbox.call(0, (None, None, None, None), {})
         assert found == [] and processes == 0
         assert uid != 0 or os.geteuid() != 0  # run as root, the worker is not root
-    finally:
-        sandbox.close()
 
 
 def test_a_fork_fails_and_is_reported_as_the_submissions_error(tmp_path):
-    sandbox = sandbox_of(
+    with loaded(
         tmp_path,
         """
         import os
@@ -153,29 +156,21 @@ def test_a_fork_fails_and_is_reported_as_the_submissions_error(tmp_path):
                 os._exit(0)
             return 0, 0
         """,
-    )
-    try:
-        sandbox.load(["verify"])
+    ) as sandbox:
         with pytest.raises(RemoteError) as raised:
             sandbox.call(0, (None, None, None, None), {})
         assert isinstance(raised.value, OSError) and raised.value.frames[-1][0] == "submitted.py"
-    finally:
-        sandbox.close()
 
 
 def test_a_worker_that_exits_ends_every_later_call(tmp_path):
-    sandbox = sandbox_of(tmp_path, "import os\n\ndef verify(p, q, d, rng):\n    os._exit(0)\n")
-    try:
-        sandbox.load(["verify"])
+    with loaded(tmp_path, "import os\n\ndef verify(p, q, d, rng):\n    os._exit(0)\n") as sandbox:
         for _ in range(2):
             with pytest.raises(WorkerEnded, match="exit code 0"):
                 sandbox.call(0, (None, None, None, None), {})
-    finally:
-        sandbox.close()
 
 
 def test_a_value_too_deep_to_send_back_is_an_error_not_an_ending(tmp_path):
-    sandbox = sandbox_of(
+    with loaded(
         tmp_path,
         """
         def verify(p, q, d, rng):
@@ -184,14 +179,10 @@ def test_a_value_too_deep_to_send_back_is_an_error_not_an_ending(tmp_path):
                 deep = [deep]
             return deep
         """,
-    )
-    try:
-        sandbox.load(["verify"])
+    ) as sandbox:
         with pytest.raises(RemoteError, match="cannot be sent back"):
             sandbox.call(0, (None, None, None, None), {})
         assert sandbox.load(["verify"])["found"]  # and the worker still answers
-    finally:
-        sandbox.close()
 
 
 def test_a_function_imported_from_elsewhere_is_refused(tmp_path):
@@ -201,10 +192,9 @@ def test_a_function_imported_from_elsewhere_is_refused(tmp_path):
 
 
 def test_closing_removes_the_scratch_folder_and_the_process(tmp_path):
-    sandbox = sandbox_of(tmp_path, "def verify(p, q, d, rng):\n    print('hello')\n    return 0\n")
-    sandbox.load(["verify"])
-    sandbox.call(0, (None, None, None, None), {})
-    scratch, process = sandbox.scratch, sandbox.process
-    sandbox.close()
+    source = "def verify(p, q, d, rng):\n    print('hello')\n    return 0\n"
+    with loaded(tmp_path, source) as sandbox:
+        sandbox.call(0, (None, None, None, None), {})
+        scratch, process = sandbox.scratch, sandbox.process
     assert not scratch.exists() and process.poll() is not None
     assert sandbox.output() == "hello\n"  # kept, for the report's stderr
