@@ -9,6 +9,14 @@ a file of its own mirrors the reference file and says, at its top, what differs 
 everything that is host work (config, tokenizer, checkpoint reading, sampling parameters,
 result types, input checks) is the reference's own code, imported, not copied.
 
+Layout: every module at this level has a namesake in reference/ (gpu/tree.py mirrors the
+package reference/tree/); what only a device needs, and the reference has no file for, is
+in `gpu.device` -- the array module and the two doors between the memories (backend), the
+counting stand-in for a device (counting), the CUDA kernels (kernels.cu, kernels, fused),
+the layer functions with `xp` (layers) and the batch's one-pass drafting (batch_drafting).
+tests/twin/test_layout.py holds the mirror; tests/unit/test_imports.py holds that no import
+runs in a circle or hides inside a function.
+
 Every drafter runs on the twin: the draft model, early exit (`gpu.EarlyExitDrafter`: the
 verification pass starts the drafted rows at the exit layer) and extra heads
 (`gpu.HeadsDrafter`) draft on the device; prompt lookup (`LookupDrafter`, the reference's
@@ -18,8 +26,8 @@ in `gpu.tree` (the names of `reference.tree` the loop uses: tree_speculative_gen
 tree_round, tree_verification_pass, ModelTreeDrafter, HeadsTreeDrafter). A reference model
 or drafter handed to a twin loop is swapped for its twin once (`gpu.drafters.as_twin_drafter`).
 
-Without a CUDA device the twin runs on NumPy (`gpu.backend.xp`), so CI tests the twin's
-own code paths on any machine. Randomness: every function takes the same numpy Generator as
+Without a CUDA device the twin runs on NumPy (`gpu.device.backend.xp`), so CI tests the
+twin's own code paths on any machine. Randomness: every function takes the same numpy Generator as
 the reference; the twin draws its uniforms from it on the host, a round's worth at a time,
 and copies them to the device.
 """

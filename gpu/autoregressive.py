@@ -2,19 +2,19 @@
 
 What differs from reference/autoregressive.py, and why: the processed distribution and the
 draw stay on the device (one uniform from the numpy Generator per token, passed to the
-kernel as an argument: gpu/fused.py `pick` draws and flags non-finite logits in one launch);
-the token itself must come back every step, since the host decides on EOS and feeds it to
-the next call: one device -> host transfer per generated token, the floor speculative decoding
-divides by the tokens per round.
+kernel as an argument: gpu/sampling.py `pick` draws and flags non-finite logits in one
+launch); the token itself must come back every step, since the host decides on EOS and
+feeds it to the next call: one device -> host transfer per generated token, the floor
+speculative decoding divides by the tokens per round.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from gpu.backend import to_host, xp
-from gpu.fused import pick
+from gpu.device.backend import to_host, xp
 from gpu.model import GPT, as_twin_model
+from gpu.sampling import pick
 from reference.autoregressive import check_generate_inputs
 from reference.sampling import SamplingParams
 

@@ -9,7 +9,7 @@ What differs from reference/batch.py, and why:
   them after the rows' catch-up tokens, the p rows of every row are gathered and processed
   in one call, and `decide_rows` settles every row at once. Cache writes are one scatter
   per layer for all rows (`BatchKVCache.write`).
-* Drafting (gpu/batch_drafting.py decides how, once per run):
+* Drafting (gpu/device/batch_drafting.py decides how, once per run):
   - every row's drafter the twin's ModelDrafter of one draft model, and at least
     BATCHED_FROM_ROWS (2) rows: ONE draft pass per step for all rows (`BatchModelDrafter`,
     the rows' draft caches side by side in one BatchKVCache);
@@ -25,7 +25,7 @@ What differs from reference/batch.py, and why:
   drafts (b = 0..B-1, k_b each), then every row's verification (k_b + 1 each); each phase's
   are copied over at once (row by row when each row's own drafter draws its own). Greedy
   batches equal the reference's token for token.
-* The pass is the model's one forward (`GPT.residual_at`) with the reference's
+* The pass is the model's one forward (`GPT.residual`) with the reference's
   `batch_placement`; up to 16 positions in all, its blocks run the model's fused kernels,
   the attention kernel reading each row's (start, n_new), copied over once per pass
   (`BatchKVCache.rows_on_device`); longer passes copy the placement's mask over once.
@@ -35,16 +35,21 @@ the reference's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Callable
 
 import numpy as np
 
-from gpu.backend import to_device, to_host, xp
+from gpu.device.backend import to_device, to_host, xp
+from gpu.device.batch_drafting import (
+    BATCHED_FROM_ROWS,
+    BatchModelDrafter,
+    DraftBatch,
+    drafts_in_one_pass,
+)
 from gpu.drafters import as_twin_drafter
 from gpu.model import GPT, as_twin_model
 from gpu.sampling import probabilities
-from gpu.speculative import check_rows_finite, checked_draft
+from gpu.speculative import check_rows_finite, checked_draft, host_round
 from gpu.verification import decide_rows
 from reference import batch as reference_batch
 from reference.batch import (
@@ -52,17 +57,20 @@ from reference.batch import (
     check_batch_inputs,
     check_batched_forward,
     pad_right,
-    run_batch_rounds,
+    record_rounds,
 )
+from reference.checks import check_clock
 from reference.drafters import Draft, Drafter
+from reference.records import CacheSpan, Round, SpeculativeResult
 from reference.sampling import SamplingParams
-from reference.speculative import CacheSpan, Round, SpeculativeResult
+from reference.speculative import Run, plugin_verification
 from reference.verification import Verification
 
 __all__ = [
     "BatchKVCache",
     "DraftBatch",
     "RowDrafting",
+    "batch_drafting",
     "batched_forward",
     "batched_round",
     "batched_verification_pass",
@@ -74,7 +82,7 @@ __all__ = [
 class BatchKVCache(reference_batch.BatchKVCache):
     """The reference's BatchKVCache with its slots [B, L, nh, N, hs] in device memory."""
 
-    kernel_layout = "batch"  # gpu/kernels.cu's cached_attention reads these slots so
+    kernel_layout = "batch"  # gpu/device/kernels.cu's cached_attention reads these slots so
 
     def __init__(
         self,
@@ -105,7 +113,7 @@ class BatchKVCache(reference_batch.BatchKVCache):
 
     def rows_on_device(self, start: np.ndarray, n_new: np.ndarray):
         # -> [2, B] int64 on the device: (start, n_new) of every row, what the fused attention
-        # kernel reads (gpu/fused.py)
+        # kernel reads (gpu/device/fused.py)
         return self.once_per_pass(
             "rows", start, n_new, lambda: to_device(np.stack([start, n_new]).astype(np.int64))
         )
@@ -158,7 +166,7 @@ def batched_pass(model: GPT, tokens, n_new: np.ndarray, cache: BatchKVCache):
     if at.stop == 0:
         return logits, h
     real = xp.arange(T)[None, :] < to_device(n_new)[:, None]  # [B, T]
-    x = model.norm(model.residual_at(xp.where(real, tokens, 0), at, cache), "ln_f")  # [B*T, C]
+    x = model.norm(model.residual(xp.where(real, tokens, 0), cache, at), "ln_f")  # [B*T, C]
     out = model.logits(x).reshape(B, T, V)
     return xp.where(real[..., None], out, logits), xp.where(real[..., None], x.reshape(B, T, C), h)
 
@@ -177,19 +185,6 @@ def batched_forward(model: GPT, tokens, n_new, cache: BatchKVCache):
 
 
 # ------------------------------------------------------------------------------ the drafts
-
-
-@dataclass(frozen=True)
-class DraftBatch:
-    """Every row's proposal of one round, right-padded to the longest (K = max k_b).
-
-    Padding is finite and in range (token ids, q rows of zeros or of a padding distribution),
-    never read as a draft: `decide_rows` stops each row at its own k_b."""
-
-    tokens: object  # [B, K] int64 on the device: row b's drafts in [:k[b]]
-    q: object  # [B, K, V] float32 on the device: row b's q rows in [:k[b]]
-    k: np.ndarray  # [B] int64 on the host: drafts per row (0 for a finished row)
-    live: np.ndarray  # [B] bool on the host: False for a finished row (no draft, no verify)
 
 
 def pack_drafts(drafts: list[Draft | None], there: list[bool], n_vocab: int) -> DraftBatch:
@@ -258,6 +253,16 @@ class RowDrafting:
                 drafter.observe(h[b, last[b]])
 
 
+def batch_drafting(drafters: list[Drafter], from_rows: int = BATCHED_FROM_ROWS):
+    """Who drafts for a run's rows: one `BatchModelDrafter` (gpu/device/batch_drafting.py)
+    when they can draft together and there are at least `from_rows` of them, else each row's
+    own drafter (`RowDrafting`)."""
+    if drafts_in_one_pass(drafters, from_rows):
+        cache = new_batch_cache(drafters[0].model, len(drafters))
+        return BatchModelDrafter(drafters, cache)
+    return RowDrafting(drafters)
+
+
 # ------------------------------------------------------------------------------ one round
 
 
@@ -322,26 +327,60 @@ def batched_round(
     k_rounds: list[int | None],
     sampling: SamplingParams,
     rng: np.random.Generator,
+    verify_fn: Callable[..., Verification] | None = None,
+    clock=None,
 ) -> list[Round | None]:
     # the reference's batched round, each row drafting with its own drafter; its
     # verifications come back in ONE transfer
+    drafting = RowDrafting(drafters)
     return drafted_round(
-        RowDrafting(drafters), target, cache, drafters, contexts, k_rounds, sampling, rng
+        drafting, target, cache, drafters, contexts, k_rounds, sampling, rng, verify_fn, clock
     )
 
 
+def settle_rows_with(verify_fn, p, drafts: DraftBatch, rng, n_vocab: int) -> np.ndarray:
+    # `settle_rows` with another verify (a plug-in runs on the host): p, q and the drafts
+    # copied over once, then row b's Verification, checked, in row order -> [B, 3 + K]
+    p, q, tokens = to_host(p), to_host(drafts.q), to_host(drafts.tokens)
+    packed = np.zeros((tokens.shape[0], 3 + tokens.shape[1]), dtype=np.int64)
+    packed[:, 3:] = tokens
+    for b in np.flatnonzero(drafts.live):
+        k_b = int(drafts.k[b])
+        draft = Draft(tokens[b, :k_b], q[b, :k_b])
+        v = plugin_verification(verify_fn, p[b, : k_b + 1], draft, rng, n_vocab)
+        finite = np.isfinite(p[b]).all() and np.isfinite(q[b]).all()
+        packed[b, :3] = v.accepted, v.token, finite
+    return packed
+
+
 def drafted_round(
-    drafting, target, cache, drafters, contexts, k_rounds, sampling, rng
+    drafting,
+    target,
+    cache,
+    drafters,
+    contexts,
+    k_rounds,
+    sampling,
+    rng,
+    verify_fn=None,
+    clock=None,
 ) -> list[Round | None]:
-    # `batched_round` with who drafts for the rows given: gpu/batch_drafting.py's choice for
-    # a run (one BatchModelDrafter, or each row's own drafter: RowDrafting)
+    # `batched_round` with who drafts for the rows given: `batch_drafting`'s choice for a run
+    # (one BatchModelDrafter, or each row's own drafter: RowDrafting)
+    clock = check_clock(clock)
     B = len(drafters)
     t_before, d_before = cache.length.copy(), drafting.pointers()
 
     drafts = drafting.propose(contexts, k_rounds, sampling, rng, target.n_vocab)  # 1. draft
+    clock.mark("draft")
     p, n_catch_up, h = verification_rows(target, cache, contexts, drafts, sampling)  # 2.
+    clock.mark("target")
     t_written, d_written = cache.end, drafting.pointers()
-    outcome = settle_rows(p, drafts, rng)  # 3. verify every row; the round's one transfer
+    if verify_fn is None:  # 3. verify every row; the round's one transfer
+        outcome = settle_rows(p, drafts, rng)
+    else:  # another verify: on host copies, row by row, as the reference runs it
+        outcome = settle_rows_with(verify_fn, p, drafts, rng, target.n_vocab)
+    clock.mark("verify")
 
     verifications: list[Verification | None] = [None] * B
     for b in np.flatnonzero(drafts.live):
@@ -387,30 +426,33 @@ def speculative_generate_batch(
     rng: np.random.Generator,
     sampling: SamplingParams = SamplingParams(),
     eos_id: int | None = None,
+    trace: bool = False,
+    verify_fn: Callable[..., Verification] | None = None,
+    clock=None,
 ) -> list[SpeculativeResult]:
     """The reference's `speculative_generate_batch` on the device: one target pass and one
     device -> host transfer per round for the whole batch, and one draft pass per drafting
     step when every row drafts with the same draft model. Reference models and drafters
-    are accepted (copied to the device once and remembered)."""
-    from gpu.batch_drafting import batch_drafting  # it builds on this module's cache and pass
-
+    are accepted (copied to the device once and remembered). The loop is the reference's:
+    a `Run` per sequence, around the twin's round."""
     target = as_twin_model(target)
     if not isinstance(drafters, (str, bytes)) and hasattr(drafters, "__len__"):
         drafters = [as_twin_drafter(d) for d in drafters]
-    prompts, k, max_new_tokens, eos_id = check_batch_inputs(
-        target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id
+    prompts, k, max_new_tokens, eos_id, clock = check_batch_inputs(
+        target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
     )
     drafting = batch_drafting(drafters)  # after the checks: it builds a cache
-    return run_batch_rounds(
-        target,
-        drafters,
-        prompts,
-        k,
-        max_new_tokens,
-        rng,
-        sampling,
-        eos_id,
-        new_cache=new_batch_cache,
-        prefill=partial(batched_prefill, drafting=drafting),
-        round_fn=partial(drafted_round, drafting),
-    )
+    clock.restart()
+    cache = new_batch_cache(target, len(prompts))
+    batched_prefill(target, cache, drafters, prompts, drafting)
+    clock.mark("prefill")
+    runs = [Run(prompt, k, max_new_tokens, eos_id, trace) for prompt in prompts]
+    while not all(run.finished for run in runs):
+        k_rounds = [None if run.finished else run.next_k() for run in runs]
+        contexts = [run.context for run in runs]
+        rounds = drafted_round(
+            drafting, target, cache, drafters, contexts, k_rounds, sampling, rng, verify_fn, clock
+        )
+        record_rounds(runs, rounds, traced=host_round)
+        clock.mark("other")
+    return [run.result() for run in runs]

@@ -5,24 +5,26 @@ Python int, sampled on the host and fed back as the next input. Here it stays a 
 scalar: the k uniforms are drawn from the numpy Generator in one call and copied over, each
 token is `inverse_cdf(q_i, u_i)` on the device and goes straight into the next forward call,
 and the proposal comes back as device arrays (tokens [k], q [k, V]), each q row and its
-token written in place by one fused launch (gpu/fused.py `pick`). The host only moves the
+token written in place by one fused launch (gpu/sampling.py `pick`). The host only moves the
 cache pointers, which it knows without looking (it fed them). Stopping a round early
 (`min_confidence`) needs the draft's confidence on the host, so it costs one transfer per
 drafted token: the twin keeps the option for parity, and the bench does not use it on a GPU.
 The protocol (`Drafter`, `Draft`) and the cache discipline are the reference's.
 `as_twin_drafter` maps each of the reference's drafters to its twin, so the twin's loops
-(and the oracle, which builds reference drafters) can be handed either.
+(and the oracle, which builds reference drafters) can be handed either; each twin registers
+itself where it is defined (`register_twin`), so no module here imports the others.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 
-from gpu.backend import memory_kind, to_device, to_host, xp
-from gpu.fused import pick
+from gpu.device.backend import memory_kind, to_device, to_host, xp
 from gpu.model import GPT, as_twin_model
+from gpu.sampling import pick
 from reference import drafters as reference_drafters
 from reference.checks import as_token_array, check_generator, check_positive_int
 from reference.drafters import Draft, Drafter
@@ -30,7 +32,7 @@ from reference.kv_cache import catch_up_tokens
 from reference.lookup import HybridDrafter
 from reference.sampling import SamplingParams, check_sampling
 
-__all__ = ["Draft", "Drafter", "ModelDrafter"]
+__all__ = ["Draft", "Drafter", "ModelDrafter", "as_twin_drafter", "register_twin"]
 
 
 class ModelDrafter(reference_drafters.ModelDrafter):
@@ -64,7 +66,7 @@ class ModelDrafter(reference_drafters.ModelDrafter):
         for i in range(k):
             if i > 0 and self.unsure(logits):
                 break  # a shorter round (one transfer per step to know it)
-            # q_i and x_i ~ q_i written in place, one launch (gpu/fused.py `pick`)
+            # q_i and x_i ~ q_i written in place, one launch (gpu/sampling.py `pick`)
             pick(logits.reshape(1, -1), sampling, u[i : i + 1], probs=q[i : i + 1],
                  tokens=tokens[i : i + 1])  # fmt: skip
             drafted += 1
@@ -85,13 +87,24 @@ class ModelDrafter(reference_drafters.ModelDrafter):
         return top < self.min_confidence
 
 
+# reference drafter class -> how to build its twin. Each twin's module registers its own
+# (`register_twin`, at its import: gpu/__init__ imports them all), so this module imports no
+# twin of another drafter and the twins may import it
+TWIN_MAKERS: dict[type, Callable] = {}
+
+
+def register_twin(reference_type: type, make: Callable) -> None:
+    """`make(drafter)` builds the twin of a reference drafter of exactly `reference_type`."""
+    TWIN_MAKERS[reference_type] = make
+
+
 def as_twin_drafter(drafter):
     """The twin of a reference drafter -- ModelDrafter, EarlyExitDrafter, HeadsDrafter, a
     HybridDrafter (its fallback's twin), ModelTreeDrafter, HeadsTreeDrafter -- built once and
     remembered; any other drafter as it is: the twin's own, or one used on the host (a
     LookupDrafter, a plug-in, a subclass: its exact type decides, so a subclass that
     changes how it drafts is never swapped for the library's twin)."""
-    make = twin_makers().get(type(drafter))
+    make = TWIN_MAKERS.get(type(drafter))
     if make is None:
         return drafter
     if isinstance(drafter, HybridDrafter) and as_twin_drafter(drafter.fallback) is drafter.fallback:
@@ -102,26 +115,9 @@ def as_twin_drafter(drafter):
     return twins[memory_kind()]
 
 
-def twin_makers() -> dict:
-    # reference drafter class -> how to build its twin (imported here: the twins of early
-    # exit, heads and trees import this module)
-    from gpu import early_exit, heads, tree
-    from reference import early_exit as ref_early_exit
-    from reference import heads as ref_heads
-    from reference.tree import drafters as ref_tree
-
-    return {
-        reference_drafters.ModelDrafter: lambda d: ModelDrafter(d.model, d.min_confidence),
-        ref_early_exit.EarlyExitDrafter: early_exit.twin_of,
-        ref_heads.HeadsDrafter: heads.twin_of,
-        HybridDrafter: lambda d: HybridDrafter(d.lookup, as_twin_drafter(d.fallback)),
-        ref_tree.ModelTreeDrafter: lambda d: tree.ModelTreeDrafter(d.model, d.shape, d.draw),
-        ref_tree.HeadsTreeDrafter: lambda d: tree.HeadsTreeDrafter(
-            as_twin_drafter(d.heads), d.widths, d.max_nodes
-        ),
-    }
-
-
-# reference drafter -> {memory kind: its twin} (gpu.backend.memory_kind); weak keys, so a
-# twin lives as long as its drafter
+# reference drafter -> {memory kind: its twin} (gpu.device.backend.memory_kind); weak keys,
+# so a twin lives as long as its drafter
 _twin_drafters: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+register_twin(reference_drafters.ModelDrafter, lambda d: ModelDrafter(d.model, d.min_confidence))
+register_twin(HybridDrafter, lambda d: HybridDrafter(d.lookup, as_twin_drafter(d.fallback)))

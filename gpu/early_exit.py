@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.backend import to_device
-from gpu.drafters import ModelDrafter
+from gpu.device.backend import to_device
+from gpu.drafters import ModelDrafter, register_twin
 from gpu.model import GPT, as_twin_model
 from reference import early_exit as reference_early_exit
 from reference.early_exit import EXIT_ADAPTER, EXIT_NORM
@@ -55,7 +55,7 @@ class EarlyExitDrafter(reference_early_exit.EarlyExitDrafter, ModelDrafter):
         # tokens [T] (host, or a device id) -> the exit head's logits [V] on the device;
         # keeps x_L' [T, C]. The reference's step without its host check of the logits (a
         # sync per drafted token): a NaN reaches q, and the round's one transfer reports it.
-        x = self.model.residual_unchecked(tokens, self.cache)
+        x = self.model.residual(tokens, self.cache)
         self._rows.append(x)
         return self.exit_logits(x[-1:])[0]
 
@@ -73,3 +73,6 @@ def twin_of(drafter: reference_early_exit.EarlyExitDrafter) -> EarlyExitDrafter:
     if drafter.adapter is not None:
         head |= dict(zip(EXIT_ADAPTER, drafter.adapter, strict=True))
     return EarlyExitDrafter(drafter.target, drafter.n_layer, head, drafter.min_confidence)
+
+
+register_twin(reference_early_exit.EarlyExitDrafter, twin_of)

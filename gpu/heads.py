@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.backend import to_device, xp
+from gpu.device.backend import to_device, xp
+from gpu.drafters import register_twin
 from gpu.model import GPT, as_twin_model
 from gpu.sampling import inverse_cdf, probabilities
 from reference import heads as reference_heads
@@ -76,3 +77,6 @@ def twin_of(drafter: reference_heads.HeadsDrafter) -> HeadsDrafter:
         weight, bias = head_names(i)
         heads[weight], heads[bias] = drafter.head_weight(i), drafter.b[i]
     return HeadsDrafter(drafter.target, heads)
+
+
+register_twin(reference_heads.HeadsDrafter, twin_of)

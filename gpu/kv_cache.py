@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.backend import to_device, xp
+from gpu.device.backend import to_device, xp
 from reference import kv_cache as reference_kv_cache
 from reference.kv_cache import catch_up_tokens
 
@@ -18,7 +18,8 @@ __all__ = ["KVCache", "catch_up_tokens"]
 
 
 class KVCache(reference_kv_cache.KVCache):
-    kernel_layout = "sequence"  # [L, nh, N, hs] on the device: gpu/kernels.cu reads it so
+    kernel_layout = "sequence"  # [L, nh, N, hs] on the device: gpu/device/kernels.cu reads it so
+
     def __init__(
         self, n_layer: int, n_head: int, head_size: int, capacity: int, dtype=np.float32
     ) -> None:

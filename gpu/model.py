@@ -8,7 +8,7 @@ What differs from reference/model.py, and why:
 * Every array function is `xp`'s (CuPy on a GPU, NumPy in CI): the reference calls NumPy
   directly, and NumPy functions cannot take device arrays.
 * A block of up to MAX_ROWS positions (every decode step, draft step and verification pass;
-  a small batch's) runs as fused kernels (gpu/fused.py, gpu/kernels.cu): LN + c_attn, the
+  a small batch's) runs as fused kernels (gpu/device/fused.py, kernels.cu): LN + c_attn, the
   K/V write + attention of every head, c_proj + residual, LN + c_fc + GELU, c_proj +
   residual -- the reference's block in the order it is written, in 5 launches instead of
   ~45 (a batch's attention keeps the reference's steps: its rows write at ragged slots).
@@ -18,7 +18,7 @@ What differs from reference/model.py, and why:
   In NumPy mode every kernel runs its body, the same NumPy calls, so the twin's numbers
   there are the unfused twin's, bit for bit.
 * The layer functions (GELU fused with `cupy.fuse`, a causal mask built on the device) are in
-  gpu/layers.py; a tree's or a batch's positions and mask (built on the host from the tree /
+  gpu/device/layers.py; a tree's or a batch's positions and mask (built on the host from the tree /
   the rows' pointers) are copied over once per pass (`placed`).
 The structure (the one forward for sequences, trees and batches, blocks, residuals, cache
 writes, tied output) is the reference's own code, bar the fused block: `GPT` here subclasses
@@ -33,13 +33,12 @@ import weakref
 
 import numpy as np
 
-from gpu import kernel_module
-from gpu.backend import ON_DEVICE as ON_DEVICE  # re-exported: the device-only test reads it
-from gpu.backend import memory_kind, on_device, to_device, xp
-from gpu.fused import attention_fits, cached_attention, embed, fused_linear, layer_norm_rows
-from gpu.kernel_module import MAX_ROWS
+from gpu.device.backend import ON_DEVICE as ON_DEVICE  # re-exported: the device-only test reads it
+from gpu.device.backend import memory_kind, on_device, to_device, xp
+from gpu.device.fused import attention_fits, cached_attention, embed, fused_linear, layer_norm_rows
+from gpu.device.kernels import MAX_ROWS, kernels_on
+from gpu.device.layers import attention, causal_mask, gelu, layer_norm, softmax
 from gpu.kv_cache import KVCache
-from gpu.layers import attention, causal_mask, gelu, layer_norm, softmax
 from reference import model as reference_model
 from reference.config import GPTConfig
 from reference.model import Placement, check_param_shapes, init_params
@@ -61,9 +60,7 @@ class GPT(reference_model.GPT):
         }
         check_param_shapes(config, given)  # before anything is copied
         self.params = {name: to_device(value, np.float32) for name, value in given.items()}
-        # the tied output layer as the fused linear kernel reads it: wte.T row-major, [C, V]
-        wte = self.params["wte.weight"]
-        self.wte_rows = xp.ascontiguousarray(wte.T) if kernel_module.KERNELS_ON else None
+        self._wte_rows = None  # made by wte_rows() at the first output layer the kernels run
 
     cache_type = KVCache  # new_cache (the reference's method) makes a device cache
 
@@ -74,22 +71,29 @@ class GPT(reference_model.GPT):
             return super().forward(tokens, cache)
         return self.forward_unchecked(tokens, cache)
 
-    def residual_at(self, tokens, at: Placement, cache=None):
+    def residual(self, tokens, cache=None, at: Placement | None = None):
         # the reference's one forward, with the token ids on the device
-        return super().residual_at(to_device(tokens), at, cache)
+        return super().residual(to_device(tokens), cache, at)
 
     def placed(self, at: Placement) -> Placement:
         # a tree's or a batch's positions and mask, built on the host, copied over once per
-        # pass (a sequence's are a slice and None: nothing to copy)
-        if isinstance(at.positions, slice) and at.mask is None:
+        # pass; a sequence's stay where they are: `embed` reads only their first (no copy)
+        if is_sequence(at):
             return at
-        positions = at.positions if isinstance(at.positions, slice) else to_device(at.positions)
         mask = None if at.mask is None else to_device(at.mask)
-        return dataclasses.replace(at, positions=positions, mask=mask)
+        return dataclasses.replace(at, positions=to_device(at.positions), mask=mask)
 
-    def embed(self, tokens, positions):
-        # tokens [R] -> x [R, C] in one launch (a batch's [B, T]: the reference's way)
-        return embed(self.params["wte.weight"], self.params["wpe.weight"], tokens, positions)
+    def embed(self, tokens, at: Placement):
+        # tokens [R] -> x [R, C] in one launch (a batch's [B, T]: the reference's way). A
+        # sequence's positions are consecutive (causal_placement): the kernel is given the
+        # first one and counts on from it, so no position ids go to the device
+        P = self.params
+        if is_sequence(at):
+            first = int(at.start[0])
+            return embed(
+                P["wte.weight"], P["wpe.weight"], tokens, slice(first, first + at.shape[0])
+            )
+        return embed(P["wte.weight"], P["wpe.weight"], tokens, at.positions)
 
     def block(self, x, i: int, cache, at: Placement):
         # [R, C] -> [R, C]: the reference's block (reference/model.py GPT.block), step for
@@ -124,16 +128,27 @@ class GPT(reference_model.GPT):
 
     def forward_unchecked(self, tokens, cache=None):
         # tokens [T] -> logits [T, V]: the reference's, with LN_f fused into the output layer
-        return self.output(self.residual_unchecked(tokens, cache))
+        return self.output(self.residual(tokens, cache))
 
     def output(self, x):  # residual rows [R, C] -> logits [R, V]: LN_f and the output layer
         if x.shape[0] > MAX_ROWS:  # one LN launch, then cuBLAS (no fused linear that long)
             return self.logits(self.norm(x, "ln_f"))
         wte = self.params["wte.weight"]
-        return fused_linear(x, wte.T, ln=self.ln("ln_f"), w_rows=self.wte_rows)
+        return fused_linear(x, wte.T, ln=self.ln("ln_f"), w_rows=self.wte_rows())
 
     def logits(self, h):  # [T, C] -> [T, V], one launch
-        return fused_linear(h, self.params["wte.weight"].T, w_rows=self.wte_rows)
+        return fused_linear(h, self.params["wte.weight"].T, w_rows=self.wte_rows())
+
+    def wte_rows(self):
+        # the tied output layer as the fused linear kernel reads it: wte.T row-major [C, V],
+        # copied at the first call with the kernels on and kept; None where no kernel runs
+        # (kernels off; the stand-in, which runs the body). Asked at every call, never at
+        # construction, so the kernels may be turned off or on between two calls of one model
+        if not kernels_on() or memory_kind() == "stand-in":
+            return None
+        if self._wte_rows is None:
+            self._wte_rows = xp.ascontiguousarray(self.params["wte.weight"].T)
+        return self._wte_rows
 
     def norm(self, x, name: str):  # [R, C] -> [R, C], one launch
         return layer_norm_rows(x, *self.ln(name))
@@ -143,6 +158,11 @@ class GPT(reference_model.GPT):
 
     def activation(self, x):
         return gelu(x)
+
+
+def is_sequence(at: Placement) -> bool:
+    # one sequence's causal pass (causal_placement): positions start, start + 1, ...
+    return at.mask is None and len(at.shape) == 1
 
 
 # reference model -> {memory kind: its twin}; weak keys, so a twin lives exactly as long as

@@ -1,10 +1,10 @@
 """The twin's sampling: processed distributions and draws, computed where the logits are.
 
 What differs from reference/sampling.py, and why:
-* `probabilities` runs on the device: one fused kernel (gpu/fused.py `pick`) for greedy and
-  plain-temperature rows, `xp` operations otherwise (`processed`); the same transforms
-  (temperature, top-k, top-p, greedy one-hot) in the same order, so p and q are processed
-  alike on both sides.
+* `probabilities` runs on the device: one fused kernel (`pick`, below; its plan in
+  gpu/device/fused.py) for greedy and plain-temperature rows, `xp` operations otherwise
+  (`processed`); the same transforms (temperature, top-k, top-p, greedy one-hot) in the
+  same order, so p and q are processed alike on both sides.
   It does not check the logits for NaN: that would be a host sync per call. The loop folds a
   finiteness flag into its one transfer per round instead.
 * A draw is `inverse_cdf(probs, u)` with a uniform u that is already on the device: the
@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.backend import ON_DEVICE, to_device, to_host, xp
-from gpu.fused import pick, pick_fits
+from gpu.device.backend import ON_DEVICE, to_device, to_host, xp
+from gpu.device.fused import pick_fits, pick_plan
+from gpu.device.kernels import run_fused
 from reference.checks import check_generator
 from reference.sampling import (
     GREEDY,
@@ -34,6 +35,7 @@ __all__ = [
     "SamplingParams",
     "check_sampling",
     "inverse_cdf",
+    "pick",
     "probabilities",
     "sample_token",
 ]
@@ -70,7 +72,7 @@ def top_p_filter(probs, top_p: float):  # [..., V] -> [..., V]
 
 def probabilities(logits, params: SamplingParams):
     # logits [..., V] (host or device) -> probabilities [..., V] on the device: one fused
-    # launch for float32 logits, greedy or plain temperature (gpu/fused.py `pick`)
+    # launch for float32 logits, greedy or plain temperature (`pick`)
     z = to_device(logits)
     if not np.issubdtype(z.dtype, np.floating):
         z = z.astype(np.float32)
@@ -105,6 +107,30 @@ def inverse_cdf(probs, u):
     cdf = xp.cumsum(probs, axis=-1, dtype=np.float64)
     index = (cdf <= (u * cdf[..., -1])[..., None]).sum(axis=-1)
     return xp.minimum(index, probs.shape[-1] - 1)
+
+
+def pick_body(logits, params, u, probs, tokens, finite):
+    # logits [R, V] -> writes probs [R, V], tokens [R] (the inverse-CDF draw at u [R] or a
+    # float), finite [R] (1 where every logit is finite); any of the three may be None
+    p = processed(logits, params)
+    if probs is not None:
+        probs[...] = p
+    if tokens is not None:
+        tokens[...] = inverse_cdf(p, u)
+    if finite is not None:
+        finite[...] = xp.all(xp.isfinite(logits), axis=-1)
+    return p if probs is None else probs
+
+
+def pick(logits, params, u=None, *, probs=None, tokens=None, finite=None):
+    """Row r of logits [R, V] -> its processed distribution into probs[r], the inverse-CDF draw
+    at u[r] (a device array [R], or one float) into tokens[r], and 1 into finite[r] if every
+    logit of the row is finite: one launch (gpu/device/fused.py `pick_plan`) when
+    `pick_fits(params)`. Returns probs (or, with probs None, the distribution the body
+    computed: in NumPy mode only, else None)."""
+    if not pick_fits(params):
+        return pick_body(logits, params, u, probs, tokens, finite)
+    return run_fused("pick_rows", pick_body, pick_plan, logits, params, u, probs, tokens, finite)
 
 
 def sample_token(probs, rng: np.random.Generator) -> int:

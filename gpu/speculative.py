@@ -35,30 +35,25 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gpu.backend import on_device, to_device, to_host, xp
+from gpu.device.backend import on_device, to_device, to_host, xp
 from gpu.drafters import ModelDrafter, as_twin_drafter
-from gpu.fused import decide_packed
 from gpu.heads import HeadsDrafter
 from gpu.kv_cache import KVCache
 from gpu.model import GPT, as_twin_model
 from gpu.sampling import probabilities
+from gpu.verification import decide_packed
 from reference.checks import check_clock
 from reference.drafters import Draft, Drafter, SharedLayers, proposals_checked
 from reference.kv_cache import catch_up_tokens
 from reference.lookup import HybridDrafter
+from reference.records import CacheSpan, Round, RoundTrace, SpeculativeResult, SpeculativeStats
 from reference.sampling import SamplingParams
 from reference.speculative import (
-    CacheSpan,
-    Round,
-    RoundTrace,
-    RunSetup,
-    SpeculativeResult,
-    SpeculativeStats,
     cache_span_start,
     check_draft,
     check_loop_inputs,
     check_shared,
-    run_rounds,
+    start_run,
 )
 from reference.verification import Verification
 
@@ -83,7 +78,7 @@ def verification_pass(
     new = to_device(catch_up_tokens(cache, np.asarray(context)), dtype=np.int64)
     tokens = xp.concatenate([new, to_device(draft_tokens, dtype=np.int64)])
     if shared is None:
-        x = target.residual_unchecked(tokens, cache)
+        x = target.residual(tokens, cache)
     else:
         x = shared.continue_in(target, cache, tokens)
     k = int(draft_tokens.shape[0])
@@ -140,7 +135,7 @@ def settle(p, draft: Draft, rng: np.random.Generator, verify_fn) -> tuple[Verifi
         return Verification.from_plugin(answer, k, p_host.shape[-1], verify_fn), tokens
     u = to_device(rng.random(k + 1))
     # (n, token, drafts, one flag for p and q: a broken draft model's NaN would otherwise
-    # pass for an accept) decided and packed in one launch (gpu/fused.py `decide_packed`)
+    # pass for an accept) decided and packed in one launch (gpu/verification.py `decide_packed`)
     packed = to_host(decide_packed(p, draft.q, draft.tokens, u))
     check_rows_finite(bool(packed[-1]))
     return Verification(int(packed[0]), int(packed[1])), packed[2 : 2 + k]
@@ -217,14 +212,18 @@ def speculative_generate(
     clock=None,
 ) -> SpeculativeResult:
     # prompt [n] -> SpeculativeResult(tokens [<= max_new_tokens], stats, trace): the
-    # reference's checks and loop (`run_rounds`) around the twin's round. A reference GPT or
+    # reference's checks and loop (a `Run` per sequence) around the twin's round. A reference GPT or
     # drafter is accepted too: its twin is built once (weights copied to the device) and
     # remembered, so the oracle can hand the twin its own models and drafters.
     target, drafter = as_twin_model(target), as_twin_drafter(drafter)
     prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
         target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
     )
-    setup = RunSetup(
-        target, drafter, sampling, rng, verify_fn, clock, speculative_round, host_round
-    )
-    return run_rounds(setup, prompt, k, max_new_tokens, eos_id, trace)
+    cache, run = start_run(target, drafter, prompt, k, max_new_tokens, eos_id, trace, clock)
+    while not run.finished:  # the reference's loop, with the twin's round
+        rnd = speculative_round(
+            target, cache, drafter, run.context, run.next_k(), sampling, rng, verify_fn, clock
+        )
+        run.record(rnd, traced=host_round)
+        clock.mark("other")
+    return run.result()

@@ -30,7 +30,7 @@ What differs from reference/tree/, and why:
   even when the draft's support runs out (the reference stops drawing): the same law, not
   the same stream. Greedy runs equal the reference's token for token.
 The tree, its checks, the rule, the kept slots, the round's record (`TreeRound`, with the
-host copy of p, so a trace costs nothing more) and the loop (speculative.run_rounds) are
+host copy of p, so a trace costs nothing more) and the loop (a `Run` per sequence) are
 the reference's.
 """
 
@@ -40,22 +40,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpu.backend import to_device, to_host, xp
-from gpu.drafters import as_twin_drafter
+from gpu.device.backend import to_device, to_host, xp
+from gpu.drafters import as_twin_drafter, register_twin
 from gpu.kv_cache import KVCache
 from gpu.model import GPT, as_twin_model, softmax
 from gpu.sampling import STABLE, inverse_cdf, probabilities
 from gpu.speculative import check_rows_finite
 from reference.checks import as_token_array, check_clock, check_generator
 from reference.kv_cache import catch_up_tokens
+from reference.records import CacheSpan, SpeculativeResult
 from reference.sampling import SamplingParams, check_sampling
-from reference.speculative import (
-    CacheSpan,
-    RunSetup,
-    SpeculativeResult,
-    check_loop_inputs,
-    run_rounds,
-)
+from reference.speculative import check_loop_inputs, start_run
 from reference.tree import (
     POINT,
     ROOT,
@@ -163,7 +158,7 @@ def tree_speculative_generate(
     clock=None,
     verify_fn=None,
 ) -> SpeculativeResult:
-    # prompt [n] -> SpeculativeResult: the reference's checks and loop (run_rounds) around
+    # prompt [n] -> SpeculativeResult: the reference's checks and loop (a `Run` per sequence) around
     # the twin's tree round. A reference GPT or tree drafter is accepted too (its twin is
     # built once and remembered), so the oracle can hand the twin its own.
     target, drafter = as_twin_model(target), as_twin_drafter(drafter)
@@ -182,10 +177,14 @@ def tree_speculative_generate(
         required=TREE_PARTS,
     )
     k = min(k, drafter.depth)
-    setup = RunSetup(
-        target, drafter, sampling, rng, verify_fn, clock, tree_round, TreeRound.as_chain_round
-    )
-    return run_rounds(setup, prompt, k, max_new_tokens, eos_id, trace)
+    cache, run = start_run(target, drafter, prompt, k, max_new_tokens, eos_id, trace, clock)
+    while not run.finished:  # the reference's loop, with the twin's tree round
+        rnd = tree_round(
+            target, cache, drafter, run.context, run.next_k(), sampling, rng, verify_fn, clock
+        )
+        run.record(rnd, traced=TreeRound.as_chain_round)
+        clock.mark("other")
+    return run.result()
 
 
 # ---------------------------------------------------------------- the drafters
@@ -352,3 +351,13 @@ class HeadsTreeDrafter(reference_tree_drafters.HeadsTreeDrafter):
             q,
             (ROOT,) + (POINT,) * len(tokens),
         )
+
+
+register_twin(
+    reference_tree_drafters.ModelTreeDrafter,
+    lambda d: ModelTreeDrafter(d.model, d.shape, d.draw),
+)
+register_twin(
+    reference_tree_drafters.HeadsTreeDrafter,
+    lambda d: HeadsTreeDrafter(as_twin_drafter(d.heads), d.widths, d.max_nodes),
+)

@@ -12,8 +12,10 @@ per position. Here every position is decided at once:
 
 It is the same law: decisions at positions after the first rejection are computed but never
 used, and u_k is independent of u_0..u_n. `decide` returns (n, token) packed in one device
-array, so a loop brings its outcome to the host in one transfer. The uniforms come from the
-numpy Generator the caller passes (drawn on the host, copied over with the round's inputs).
+array, so a loop brings its outcome to the host in one transfer; `decide_packed` is a round's
+whole decision and its packing as one fused kernel (its plan in gpu/device/fused.py). The
+uniforms come from the numpy Generator the caller passes (drawn on the host, copied over with
+the round's inputs).
 `Verification`, `acceptance_probability`, `accepts` and the input checks are the reference's.
 """
 
@@ -21,7 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.backend import on_device, to_device, to_host, xp
+from gpu.device.backend import on_device, to_device, to_host, xp
+from gpu.device.fused import decide_plan
+from gpu.device.kernels import run_fused
 from gpu.sampling import inverse_cdf
 from reference.verification import (
     ROW_SUM_ATOL,
@@ -38,6 +42,7 @@ __all__ = [
     "accepts",
     "bonus_token",
     "decide",
+    "decide_packed",
     "decide_rows",
     "residual_distribution",
     "residual_token",
@@ -92,6 +97,19 @@ def decide_rows(p, q, tokens, u, k):
     u_last = xp.take_along_axis(u, k[:, None], axis=1)[:, 0]
     token = inverse_cdf(residual_distribution(p_n, q_n), u_last)
     return xp.stack([n, token], axis=1).astype(np.int64)
+
+
+def decide_body(p, q, tokens, u):
+    # -> int64 [k + 3]: (n, token, drafts..., 1 if p and q are finite)
+    finite = (xp.all(xp.isfinite(p)) & xp.all(xp.isfinite(q))).astype(np.int64).reshape(1)
+    return xp.concatenate([decide(p, q, tokens, u), tokens.astype(np.int64), finite])
+
+
+def decide_packed(p, q, tokens, u):
+    """p [k+1, V], q [k, V], drafts [k], uniforms [k+1] (all on the device) -> int64 [k + 3]
+    (accepted n, token, the drafts, a finiteness flag for p and q): a round's whole verification
+    and its packing for the one transfer, in one launch (gpu/device/fused.py `decide_plan`)."""
+    return run_fused("decide_packed", decide_body, decide_plan, p, q, tokens, u)
 
 
 def verify_unchecked(p_target, q_draft, draft_tokens, rng: np.random.Generator) -> Verification:

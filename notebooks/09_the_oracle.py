@@ -153,15 +153,14 @@ display(Image(filename=str(path)))
 # (docs/oracle.md has the measured figures). Each failure is explained on the smallest case
 # that shows it, with a hint chosen from the pattern of passed and failed checks. Exit code
 # 0 / 1, `--json`, and `--gradescope` (a `results.json` for course autograders; `python -m
-# specdec.grading.gradescope build` makes the zip an instructor uploads); `--kind loop` (or a
-# loop's signature) grades a whole `speculative_generate`.
+# specdec.grading.delivery.gradescope build` makes the zip an instructor uploads);
+# `--kind loop` (or a loop's signature) grades a whole `speculative_generate`.
 #
 # Here is what a failure reads like: the catalogue's `abs_residual`, which resamples from
 # norm(|p − q|) instead of norm(max(0, p − q)):
 
 # %%
-from specdec.grading import grade  # noqa: E402
-from specdec.grading.report import text_report  # noqa: E402
+from specdec.grading import grade, text_report  # noqa: E402
 
 print(text_report(grade("specdec.oracle.broken:abs_residual")))  # the catalogue, by module
 

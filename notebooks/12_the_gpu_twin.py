@@ -15,9 +15,9 @@
 # # 12 · The GPU twin: the same loop, one host sync per round
 #
 # *Article §7 (why speculative decoding uses the hardware better) and §8. Code: `gpu/`
-# (`gpu/backend.py`: `to_host`, `counting_transfers`; `gpu/verification.py`: `decide`;
-# `gpu/speculative.py`: `settle`), `specdec/gpu_bench.py`, `scripts/gpu_check.sh`. Tests:
-# `tests/twin/`, `make oracle-gpu`. Text: `docs/gpu.md`.*
+# (`gpu/device/backend.py`: `to_host`, `counting_transfers`; `gpu/verification.py`:
+# `decide`; `gpu/speculative.py`: `settle`), `specdec/gpu_bench.py`, `scripts/gpu_check.sh`.
+# Tests: `tests/twin/`, `make oracle-gpu`. Text: `docs/gpu.md`.*
 #
 # `gpu/` is a second implementation of the core, written for a GPU with CuPy. It is a
 # **twin**: the same public names with the same signatures as `reference/`, so a program
@@ -31,10 +31,10 @@
 # and copy the value back. That stop is a **host sync**. The twin is arranged so that a
 # whole speculative round needs one.
 #
-# Without a CUDA device (this render, CI) `gpu.backend.xp` is NumPy and the twin runs its
-# own code paths on the host, so everything below that *counts* is exact here too. Nothing
-# below that *times* is a GPU figure: those come from `scripts/gpu_check.sh` on a device
-# (section 5).
+# Without a CUDA device (this render, CI) `gpu.device.backend.xp` is NumPy and the twin runs
+# its own code paths on the host, so everything below that *counts* is exact here too.
+# Nothing below that *times* is a GPU figure: those come from `scripts/gpu_check.sh` on a
+# device (section 5).
 
 # %%
 import ast
@@ -53,7 +53,13 @@ from IPython.display import Image, display
 
 import gpu
 import reference
-from gpu.backend import backend_name, counting_launches, counting_transfers, to_device, to_host
+from gpu.device.backend import (
+    backend_name,
+    counting_launches,
+    counting_transfers,
+    to_device,
+    to_host,
+)
 from gpu.verification import decide
 from reference.sampling import GREEDY, SamplingParams
 from reference.tokenizer import decode, encode
@@ -80,12 +86,14 @@ print("twin backend:", backend_name())
 # (`tests/twin/test_twin_interface.py` holds it to that). The host-side pieces — the config,
 # `SamplingParams`, the result types, the input checks — are the reference's own objects,
 # imported, not copied. Where the GPU changes the algorithm, a file of `gpu/` mirrors its
-# reference counterpart and opens by saying what differs and why:
+# reference counterpart and opens by saying what differs and why; what only a device needs
+# (the array module, the kernels, the counting device) is in `gpu/device/`:
 
 # %%
-for path in sorted((ROOT / "gpu").glob("*.py")):
+for path in sorted((ROOT / "gpu").glob("*.py")) + sorted((ROOT / "gpu" / "device").glob("*.py")):
     doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-    print(f"gpu/{path.name:18s} {doc.splitlines()[0] if doc else ''}")
+    name = path.relative_to(ROOT / "gpu").as_posix()
+    print(f"gpu/{name:25s} {doc.splitlines()[0] if doc else ''}")
 print("\nnot twinned yet:", sorted(set(reference.__all__) - set(gpu.__all__)) or "nothing")
 print("the reference's own objects:",
       all(getattr(gpu, n) is getattr(reference, n)
@@ -413,7 +421,7 @@ for name, model in (("target", target), ("draft", draft)):
 # Counted here, exactly: forward calls per generated token, target and draft.
 
 # %%
-FORWARD = gpu.model.GPT.residual_unchecked.__code__  # every forward pass runs it once
+FORWARD = gpu.model.GPT.residual.__code__  # every forward pass runs it once
 who = {id(twin_target): "target", id(twin_drafter.model): "draft"}
 
 
@@ -445,7 +453,7 @@ for name, run in runs.items():
 # are pending.
 #
 # **Fused kernels, and CUDA graphs.** The cure for launch overhead is fewer launches. The
-# twin fuses: `gpu/kernels.cu` holds six CUDA kernels, each doing a whole stretch of the
+# twin fuses: `gpu/device/kernels.cu` holds six CUDA kernels, each doing a whole stretch of the
 # block in one launch — a linear layer with the LayerNorm before it and the bias, GELU and
 # residual add after it; the attention of every head with its cache write; the draw; a
 # round's whole verification (docs/gpu.md, "The fused kernels"). In NumPy mode each runs its
@@ -460,11 +468,11 @@ for name, run in runs.items():
 #
 # **Launches, counted without a device.** For a model this small, a GPU step is priced by
 # its kernel launches (each costs microseconds, whatever its work), not by its FLOPs. The twin
-# counts them on any machine: inside `gpu.backend.counting_launches()` its array module is a
-# stand-in (`gpu/standin.py`) that computes with NumPy and counts every device operation,
-# and every implicit conversion to a host value (a hidden sync). Two held-out prompts, 32
-# tokens each, greedy, batch 1; then what those counts would give if launches were all a GPU
-# step cost, at 5 to 15 µs each — a model, not a measurement (docs/gpu.md):
+# counts them on any machine: inside `gpu.device.backend.counting_launches()` its array module
+# is a stand-in (`gpu/device/counting.py`) that computes with NumPy and counts every device
+# operation, and every implicit conversion to a host value (a hidden sync). Two held-out
+# prompts, 32 tokens each, greedy, batch 1; then what those counts would give if launches
+# were all a GPU step cost, at 5 to 15 µs each — a model, not a measurement (docs/gpu.md):
 
 # %%
 launches = launch_rows(held_out_code_prompts(2), ks=[5], max_new_tokens=32)

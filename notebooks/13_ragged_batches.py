@@ -47,14 +47,16 @@ from reference import ModelDrafter, SamplingParams, speculative_generate
 from reference.batch import (
     batch_attention_mask,
     batched_forward,
+    batched_prefill,
     batched_round,
     check_batch_inputs,
     new_batch_cache,
     pad_right,
-    run_batch_rounds,
+    record_rounds,
     speculative_generate_batch,
 )
 from reference.sampling import GREEDY
+from reference.speculative import Run
 from reference.tokenizer import EOS, encode
 from specdec.bench import CODE_PROMPTS
 from specdec.bundled import bundled_pair_available, load_bundled_pair
@@ -72,9 +74,10 @@ target, draft = load_bundled_pair() if bundled_pair_available() else random_pair
 # ## 1. A real batch, round by round
 #
 # Four code prompts of different lengths, T = 0.8, k = 4, 32 new tokens each. We run the
-# loop `speculative_generate_batch` runs after its input checks (`run_batch_rounds`), with
-# one change: a round function that calls the real `batched_round` and writes down where
-# each row's new positions began. Nothing the loop computes is altered.
+# loop `speculative_generate_batch` runs after its input checks, written out: a `Run` per
+# sequence (the single loop's bookkeeping: its stop rules, statistics and trace) and the
+# real `batched_round`, plus one line that writes down where each row's new positions
+# began. Nothing the loop computes is altered.
 
 # %%
 K, MAX_NEW = 4, 32
@@ -83,28 +86,26 @@ ROWS = "ABCD"  # a name per sequence
 
 
 def run_recorded(prompts, sampling, seed, max_new_tokens=MAX_NEW):
-    """The batched loop of reference/batch.py on `prompts`, each pass written down.
-    -> (one SpeculativeResult per prompt, passes [(start [B], rounds [B])], the target's
-    BatchKVCache as the loop left it)"""
+    """The loop of `speculative_generate_batch` (reference/batch.py), written out, each pass
+    written down. -> (one SpeculativeResult per prompt, passes [(start [B], rounds [B])],
+    the target's BatchKVCache as the loop left it)"""
     drafters = [ModelDrafter(draft) for _ in prompts]
     rng = np.random.default_rng(seed)
-    checked, k, max_new, eos = check_batch_inputs(target, drafters, prompts, K,
-                                                  max_new_tokens, rng, sampling, EOS)
-    passes, caches = [], []
-
-    def new_cache(model, B):  # the loop's own cache, kept so that we can read it afterwards
-        caches.append(new_batch_cache(model, B))
-        return caches[-1]
-
-    def recorded_round(target, cache, drafters, contexts, k_rounds, sampling, rng):
+    checked, k, max_new, eos, _ = check_batch_inputs(target, drafters, prompts, K,
+                                                     max_new_tokens, rng, sampling, EOS,
+                                                     None, None)
+    cache = new_batch_cache(target, len(checked))
+    batched_prefill(target, cache, drafters, checked)
+    runs = [Run(prompt, k, max_new, eos, trace=False) for prompt in checked]  # one per row
+    passes = []
+    while not all(run.finished for run in runs):
+        k_rounds = [None if run.finished else run.next_k() for run in runs]
         start = cache.end.copy()  # [B]: the slot where each row's new positions begin
-        rounds = batched_round(target, cache, drafters, contexts, k_rounds, sampling, rng)
+        rounds = batched_round(target, cache, drafters, [run.context for run in runs],
+                               k_rounds, sampling, rng)
         passes.append((start, rounds))
-        return rounds
-
-    results = run_batch_rounds(target, drafters, checked, k, max_new, rng, sampling, eos,
-                               new_cache=new_cache, round_fn=recorded_round)
-    return results, passes, caches[0]
+        record_rounds(runs, rounds)
+    return [run.result() for run in runs], passes, cache
 
 
 results, passes, cache = run_recorded(PROMPTS, SamplingParams(temperature=0.8), seed=0)

@@ -17,7 +17,8 @@ unfinished sequence at once. Everything else is per sequence (per row b):
     batched_verification_pass   [catch-up tokens of b, drafts of b], right-padded, one pass
     batched_round           draft (per drafter) -> one pass -> verify (per row) ->
                             commit n[b] / roll back, per row
-    speculative_generate_batch  prefill, rounds and the stop rules of each sequence
+    speculative_generate_batch  prefill, then rounds; each sequence a `Run` (speculative.py)
+                            with its own stop rules, statistics and trace
 
 Ragged rows are right-padded to the longest one: row b of `tokens [B, T]` holds n_new[b]
 real tokens then padding. Padding is never written to a cache and never attended to, so
@@ -27,25 +28,25 @@ gives (to float32 rounding): its law is the target's own, whatever the other row
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from reference.autoregressive import check_eos, check_length_budget
-from reference.checks import as_token_array, check_generator, check_positive_int
+from reference.checks import as_token_array, check_clock, check_generator, check_positive_int
 from reference.drafters import Draft, Drafter, check_drafter, proposals_checked
 from reference.kv_cache import KVCache, catch_up_tokens
 from reference.model import GPT, Placement, check_cache_fits
+from reference.records import CacheSpan, Round, SpeculativeResult
 from reference.sampling import SamplingParams, check_sampling, probabilities
 from reference.speculative import (
-    CacheSpan,
-    Round,
-    SpeculativeResult,
-    SpeculativeStats,
+    Run,
     cache_span_start,
     check_draft,
-    emitted_tokens,
-    round_draft_length,
+    check_verify_fn,
+    plugin_verification,
 )
-from reference.verification import verify_unchecked
+from reference.verification import Verification, verify_unchecked
 
 # ------------------------------------------------------------------------------ the cache
 
@@ -129,6 +130,16 @@ class BatchKVCache:
         for b, (s, n) in enumerate(zip(start, n_new, strict=True)):
             self.k[b, layer, :, s : s + n] = k[b, :, :n]
             self.v[b, layer, :, s : s + n] = v[b, :, :n]
+
+    def write_at(self, layer: int, at: Placement, k: np.ndarray, v: np.ndarray):
+        # k/v [B, nh, T, hs] -> (keys, values) [B, nh, S, hs]: each row's real positions of
+        # one pass at the slots its Placement names, then the history the rows attend to
+        self.write(layer, at.start, at.n_new, k, v)
+        return self.keys(layer, at.stop), self.values(layer, at.stop)
+
+    def mark_written_at(self, at: Placement) -> None:
+        """Called by the model after all layers wrote the pass placed at `at`."""
+        self.mark_written(at.n_new)
 
     def keys(self, layer: int, stop: int) -> np.ndarray:  # -> [B, nh, stop, hs] (a view)
         return self.k[:, layer, :, :stop]
@@ -221,7 +232,7 @@ def batch_placement(start: np.ndarray, n_new: np.ndarray, T: int) -> Placement:
     real = np.arange(T)[None, :] < n_new[:, None]  # [B, T]
     positions = np.where(real, start[:, None] + np.arange(T)[None, :], 0)
     mask = batch_attention_mask(start, n_new, T, S)[:, None]
-    return Placement((len(start), T), positions, mask, start, S, n_new)
+    return Placement((len(start), T), positions, mask, start, n_new, S)
 
 
 def batched_forward(model: GPT, tokens, n_new, cache: BatchKVCache) -> np.ndarray:
@@ -295,7 +306,7 @@ def batched_pass(
         return logits, h  # nothing cached, nothing new: no row has anything to compute
     real = np.arange(T)[None, :] < n_new[:, None]  # [B, T]
     # the model's one forward over the B*T positions (padding reads token 0 and is dropped)
-    x = model.norm(model.residual_at(np.where(real, tokens, 0), at, cache), "ln_f")  # [B*T, C]
+    x = model.norm(model.residual(np.where(real, tokens, 0), cache, at), "ln_f")  # [B*T, C]
     h[real] = x.reshape(B, T, C)[real]
     logits[real] = model.logits(x).reshape(B, T, V)[real]
     return logits, h
@@ -346,16 +357,20 @@ def batched_round(
     k_rounds: list[int | None],
     sampling: SamplingParams,
     rng: np.random.Generator,
+    verify_fn: Callable[..., Verification] | None = None,
+    clock=None,
 ) -> list[Round | None]:
     # contexts[b] [n_b] committed tokens of sequence b; k_rounds[b] its draft length this
     # round, or None for a finished sequence -> one Round per sequence (None: finished).
-    # `speculative_round` for B sequences at once:
+    # `verify_fn` None is the reference's verify; `clock` is charged "draft", "target" and
+    # "verify", as in `speculative_round`, which this is for B sequences at once:
     #   1. draft            drafters[b].propose, for b = 0..B-1 in order
     #   2. one pass         batched_verification_pass: every row verified in ONE forward
     #   3. verify           verify_unchecked on row b, for b = 0..B-1 in order
     #   4. commit/rollback  target row b keeps its catch-up + accepted drafts, drafter b
     #                       its own; then every row drops the rest
     # The rng is read in exactly that order, so a batch is reproducible from its seed.
+    clock = check_clock(clock)
     B = len(drafters)
     draft_caches = [d.cache for d in drafters]
     t_before = cache.length.copy()
@@ -367,16 +382,23 @@ def batched_round(
             drafts[b] = drafters[b].propose(contexts[b], k_rounds[b], sampling, rng)
             if not proposals_checked(drafters[b]):  # a plug-in's proposal, as in the round
                 check_draft(drafts[b], k_rounds[b], target.n_vocab)
-    p, n_catch_up, h = batched_verification_pass(target, cache, contexts, drafts, sampling)
+    clock.mark("draft")
+    p, n_catch_up, h = batched_verification_pass(target, cache, contexts, drafts, sampling)  # 2.
+    clock.mark("target")
     t_written = cache.end
     d_written = [cache_span_start(c)[1] for c in draft_caches]
 
     verifications = [None] * B
     keep = np.zeros(B, dtype=np.int64)
     for b in range(B):  # 3. verify, sequence by sequence
-        if drafts[b] is not None:
+        if drafts[b] is None:
+            continue
+        if verify_fn is None:
             verifications[b] = verify_unchecked(p[b], drafts[b].q, drafts[b].tokens, rng)
-            keep[b] = n_catch_up[b] + verifications[b].accepted
+        else:  # another implementation's answer, checked before any cache moves
+            verifications[b] = plugin_verification(verify_fn, p[b], drafts[b], rng, target.n_vocab)
+        keep[b] = n_catch_up[b] + verifications[b].accepted
+    clock.mark("verify")
 
     cache.commit(keep)  # 4. row b keeps its catch-up tokens and its accepted drafts
     cache.rollback()  # ... and every row drops its rejected drafts' slots
@@ -469,14 +491,19 @@ def speculative_generate_batch(
     rng: np.random.Generator,
     sampling: SamplingParams = SamplingParams(),
     eos_id: int | None = None,
+    trace: bool = False,
+    verify_fn: Callable[..., Verification] | None = None,
+    clock=None,
 ) -> list[SpeculativeResult]:
     """`speculative_generate` for B prompts at once: one result per prompt, in order.
 
     drafters[b] drafts for prompts[b] (one drafter per sequence: a drafter holds one
     sequence's state, e.g. ``[ModelDrafter(draft) for _ in prompts]``). Each round, every
     unfinished sequence drafts k_b = min(k, remaining_b - 1) tokens with its own drafter,
-    then ONE target pass verifies them all (`batched_round`). Each sequence stops on its
-    own, after an emitted eos_id or at max_new_tokens; its statistics are its own.
+    then ONE target pass verifies them all (`batched_round`). Each sequence is a `Run` of
+    its own, as a single run is: it stops after an emitted eos_id or at max_new_tokens,
+    and its statistics and trace are its own. `verify_fn` and `clock` are the single
+    loop's: another verify for every row, and a clock charged per round for the batch.
 
     Randomness: the single generator `rng` is read in a fixed order each round: the drafts
     of sequences 0, 1, ..., B-1 (unfinished ones only), then their verifications in the
@@ -484,72 +511,42 @@ def speculative_generate_batch(
     of one reproduces it token for token from the same seed. Each sequence's tokens follow
     the target's own law for its prompt, and sequences are independent of each other.
     """
-    prompts, k, max_new_tokens, eos_id = check_batch_inputs(
-        target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id
+    prompts, k, max_new_tokens, eos_id, clock = check_batch_inputs(
+        target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
     )
-    return run_batch_rounds(target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id)
+    clock.restart()
+    cache = new_batch_cache(target, len(prompts))
+    batched_prefill(target, cache, drafters, prompts)
+    clock.mark("prefill")
+    runs = [Run(prompt, k, max_new_tokens, eos_id, trace) for prompt in prompts]
+    while not all(run.finished for run in runs):  # a finished sequence drafts nothing: None
+        k_rounds = [None if run.finished else run.next_k() for run in runs]
+        contexts = [run.context for run in runs]
+        rounds = batched_round(
+            target, cache, drafters, contexts, k_rounds, sampling, rng, verify_fn, clock
+        )
+        record_rounds(runs, rounds)
+        clock.mark("other")
+    return [run.result() for run in runs]
 
 
-def check_batch_inputs(target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id):
+def record_rounds(runs: list[Run], rounds: list[Round | None], traced=None) -> None:
+    # each unfinished sequence's Run records its own round (None: it had finished)
+    for run, rnd in zip(runs, rounds, strict=True):
+        if rnd is not None:
+            run.record(rnd, traced)
+
+
+def check_batch_inputs(
+    target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
+):
     # every check of `speculative_generate_batch`, before any drafter is reset
-    # -> (prompts as int64 arrays, k, max_new_tokens, eos_id)
+    # -> (prompts as int64 arrays, k, max_new_tokens, eos_id, clock)
     k = check_positive_int(k, "k")
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     check_generator(rng)
     check_sampling(sampling)
     eos_id = check_eos(eos_id, target.n_vocab)
     prompts = check_batch(target, drafters, prompts, max_new_tokens)
-    return prompts, k, max_new_tokens, eos_id
-
-
-def run_batch_rounds(
-    target,
-    drafters,
-    prompts,
-    k,
-    max_new_tokens,
-    rng,
-    sampling,
-    eos_id,
-    new_cache=None,
-    prefill=None,
-    round_fn=None,
-) -> list[SpeculativeResult]:
-    # The batched loop on checked inputs: prefill, rounds until every sequence has stopped,
-    # per-sequence statistics. `new_cache`, `prefill` and `round_fn` (defaults: this file's
-    # `new_batch_cache`, `batched_prefill`, `batched_round`) let the GPU twin run this same
-    # loop with its own cache and round.
-    new_cache, prefill = new_cache or new_batch_cache, prefill or batched_prefill
-    round_fn = round_fn or batched_round
-
-    B = len(prompts)
-    cache = new_cache(target, B)
-    prefill(target, cache, drafters, prompts)
-    contexts = [prompt.copy() for prompt in prompts]
-    outs: list[list[int]] = [[] for _ in range(B)]
-    stats = [SpeculativeStats(k=k, positions=min(k, max_new_tokens)) for _ in range(B)]
-
-    while not all(s.stop_reason for s in stats):
-        # a finished sequence (stop reason set) drafts nothing and feeds nothing: None
-        k_rounds = [
-            None if stats[b].stop_reason else round_draft_length(k, max_new_tokens - len(outs[b]))
-            for b in range(B)
-        ]
-        rounds = round_fn(target, cache, drafters, contexts, k_rounds, sampling, rng)
-        for b, rnd in enumerate(rounds):
-            if rnd is None:
-                continue
-            emitted = emitted_tokens(
-                rnd.verification, rnd.draft, eos_id, max_new_tokens - len(outs[b])
-            )
-            stats[b].record(rnd.k, rnd.verification.accepted)
-            outs[b].extend(emitted)
-            contexts[b] = np.concatenate([contexts[b], np.asarray(emitted, dtype=np.int64)])
-            if eos_id is not None and emitted and emitted[-1] == eos_id:
-                stats[b].stop_reason = "eos"
-            elif len(outs[b]) >= max_new_tokens:
-                stats[b].stop_reason = "length"
-
-    for b in range(B):
-        stats[b].emitted = len(outs[b])
-    return [SpeculativeResult(tokens=outs[b], stats=stats[b]) for b in range(B)]
+    check_verify_fn(verify_fn)
+    return prompts, k, max_new_tokens, eos_id, check_clock(clock)

@@ -83,7 +83,7 @@ class SharedLayers:
             cache.write(i, start, k, self.cache.v[i, :, start : start + r])
         # 2. blocks 0..L'-1 for the rows it never fed (x_k), attending to the copied slots
         late = causal_placement(start + r, len(tokens) - r)
-        rest = target.blocks(target.embed(tokens[r:], late.positions), cache, late, 0, L1)
+        rest = target.blocks(target.embed(tokens[r:], late), cache, late, 0, L1)
         x = np.concatenate([self.hidden[offset : offset + r], rest])  # [T, C]: x_L' of each
         x = target.blocks(x, cache, causal_placement(start, len(tokens)), L1, L)  # 3. L'..L-1
         cache.mark_written(len(tokens))

@@ -110,7 +110,7 @@ class EarlyExitDrafter(ModelDrafter):
 
     def step(self, tokens: np.ndarray) -> np.ndarray:
         # tokens [T] -> logits [V] of the exit head after the last one; keeps x_L' [T, C]
-        x = self.model.residual_unchecked(tokens, self.cache)
+        x = self.model.residual(tokens, self.cache)
         self._rows.append(x)
         logits = self.exit_logits(x[-1:])[0]
         check_finite(logits, "the exit head's logits")  # as ModelDrafter.step

@@ -89,6 +89,16 @@ class KVCache:
     def values(self, layer: int, stop: int) -> np.ndarray:  # -> [nh, stop, hs] (a view)
         return self.v[layer, :, :stop]
 
+    def write_at(self, layer: int, at, k: np.ndarray, v: np.ndarray):
+        # k/v [nh, T, hs] -> (keys, values) [nh, S, hs]: one pass's temporary write at the
+        # slots its Placement (reference/model.py) names, then the history it attends to
+        self.write(layer, int(at.start[0]), k, v)
+        return self.keys(layer, at.stop), self.values(layer, at.stop)
+
+    def mark_written_at(self, at) -> None:
+        """Called by the model after all layers wrote the pass placed at `at`."""
+        self.mark_written(int(at.n_new[0]))
+
     def gather(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # slots [r] host ints -> copies of those slots' K and V in every layer, [L, nh, r, hs]
         # each (the GPU twin's cache gathers on its device)

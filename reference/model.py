@@ -86,45 +86,36 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=None) -> np.ndar
 class Placement:
     """Where the new positions of one forward pass sit: everything a block needs besides x.
 
-    One forward (`GPT.residual_at`) serves every pass; only this differs between them:
+    One forward (`GPT.residual`) serves every pass; only this differs between them:
 
     * a sequence (`causal_placement`): T tokens at positions start.., causal mask;
-    * a tree (reference/tree_forward.py): positions = cache length + depth, the ancestor mask;
+    * a tree (reference/tree/forward.py): positions = cache length + depth, the ancestor mask;
     * a ragged batch (reference/batch.py): B rows of T, each row at its own start, with its
       own mask, padding positions writing nothing.
+
+    Every field has one type: a sequence and a tree are one row, a batch is B. The cache
+    reads the placement itself (`cache.write_at`, `cache.mark_written_at`).
     """
 
     shape: tuple[int, ...]  # (T,) or (B, T): the new positions, R = their product rows of x
-    positions: slice | np.ndarray  # wpe rows they read: a slice, or an int array of `shape`
-    mask: np.ndarray | None  # None = causal; else bool, broadcasts to [..., nh, T, S]
-    start: int | np.ndarray  # first slot written: an int, or [B] (one per batch row)
+    positions: np.ndarray  # int64 of `shape`: the wpe row each new position reads
+    mask: np.ndarray | None  # None = causal (causal_mask); else bool, broadcasts to [..., nh, T, S]
+    start: np.ndarray  # int64 [rows]: the first slot each row writes
+    n_new: np.ndarray  # int64 [rows]: the real new positions of each row (the rest: padding)
     stop: int  # S: attention reads cache slots [0, stop)
-    n_new: np.ndarray | None = None  # [B] real positions per batch row; None = all of shape
-
-    @property
-    def written(self) -> int | np.ndarray:  # what the cache's mark_written is told
-        return self.shape[-1] if self.n_new is None else self.n_new
-
-    def write(self, cache, layer: int, k: np.ndarray, v: np.ndarray):
-        # k/v [..., nh, T, hs] -> (keys, values) [..., nh, S, hs]: the temporary write of the
-        # new positions at their slots, then the whole history they attend to
-        if self.n_new is None:
-            cache.write(layer, self.start, k, v)
-        else:  # a batch cache writes each row's real positions only
-            cache.write(layer, self.start, self.n_new, k, v)
-        return cache.keys(layer, self.stop), cache.values(layer, self.stop)
 
 
 def causal_placement(start: int, T: int) -> Placement:
     # T tokens of one sequence right after slot `start` (the cache's end; 0 without a cache)
-    return Placement((T,), slice(start, start + T), None, start, start + T)
+    positions = np.arange(start, start + T)
+    return Placement((T,), positions, None, np.array([start]), np.array([T]), start + T)
 
 
 class GPT:
     """A GPT-2 decoder. ``forward(tokens, cache)`` returns logits for every new position.
 
     Every pass -- a sequence, a tree of drafts, a ragged batch -- runs the one block below
-    (`residual_at`); they differ only in their `Placement`. The four steps a block is made
+    (`residual`); they differ only in their `Placement`. The four steps a block is made
     of are methods (`norm`, `linear`, `attend`, `activation`, plus `logits`) so that the
     CPU fast path (specdec/fast_cpu.py) and the GPU twin (gpu/model.py) can replace how they are
     computed without touching what they compute, for every kind of pass at once; here they
@@ -171,37 +162,31 @@ class GPT:
         # tokens [T] int64 -> logits [T, V]: `forward` without its checks, for the library's
         # own per-token calls, whose entry point (generate, speculative_generate, a drafter's
         # propose) has already checked the tokens, the cache and the room left in it.
-        return self.logits(self.hidden_unchecked(tokens, cache))
+        return self.logits(self.norm(self.residual(tokens, cache), "ln_f"))
 
-    def hidden_unchecked(self, tokens: np.ndarray, cache: KVCache | None = None) -> np.ndarray:
-        # tokens [T] -> h [T, C]: the final hidden states (after ln_f), what the output layer
-        # reads; drafters that read the target's state (extra heads) start from them
-        return self.norm(self.residual_unchecked(tokens, cache), "ln_f")
-
-    def residual_unchecked(self, tokens: np.ndarray, cache: KVCache | None = None) -> np.ndarray:
-        # tokens [T] -> x [T, C]: the residual stream after the last block
-        start = 0 if cache is None else cache.end
-        return self.residual_at(tokens, causal_placement(start, len(tokens)), cache)
-
-    def residual_at(self, tokens: np.ndarray, at: Placement, cache=None) -> np.ndarray:
-        # tokens of at.shape -> x [R, C] (R positions as rows): THE forward pass. A sequence,
-        # a tree and a batch differ only in `at` (positions, mask, slots); the block is one.
+    def residual(self, tokens: np.ndarray, cache=None, at: Placement | None = None) -> np.ndarray:
+        # tokens of at.shape -> x [R, C], the residual stream after the last block (R
+        # positions as rows): THE forward pass, unchecked. A sequence, a tree and a batch
+        # differ only in `at` (positions, mask, slots); None places T tokens of one sequence
+        # right after the cache's last written slot. The final LayerNorm is the caller's:
+        # norm(x, "ln_f") gives the hidden states the output layer (and extra heads) read.
+        if at is None:
+            at = causal_placement(0 if cache is None else cache.end, len(tokens))
         at = self.placed(at)
-        x = self.embed(tokens, at.positions)
+        x = self.embed(tokens, at)
         x = self.blocks(x.reshape(-1, x.shape[-1]), cache, at, 0, self.config.n_layer)
         if cache is not None:
-            cache.mark_written(at.written)
+            cache.mark_written_at(at)
         return x
 
     def placed(self, at: Placement) -> Placement:
         # the placement as this model's arrays (the GPU twin moves its arrays to its device)
         return at
 
-    def embed(self, tokens: np.ndarray, positions) -> np.ndarray:
-        # tokens [..., T], positions (a slice or ids of the same shape) -> x [..., T, C]:
-        # token + position embeddings
+    def embed(self, tokens: np.ndarray, at: Placement) -> np.ndarray:
+        # tokens of at.shape -> x [..., T, C]: token + position embeddings
         P = self.params
-        return P["wte.weight"][tokens] + P["wpe.weight"][positions]
+        return P["wte.weight"][tokens] + P["wpe.weight"][at.positions]
 
     def blocks(
         self, x: np.ndarray, cache: KVCache | None, at: Placement, first: int, stop: int
@@ -242,7 +227,7 @@ class GPT:
         qkv = qkv.reshape(at.shape + (3 * C,))  # [..., T, 3C]
         q, k, v = (split_heads(qkv[..., j * C : (j + 1) * C], self.config.n_head) for j in range(3))
         if cache is not None:  # temporary write at the new slots; then history + new
-            k, v = at.write(cache, i, k, v)  # [..., nh, S, hs]
+            k, v = cache.write_at(i, at, k, v)  # [..., nh, S, hs]
         out = merge_heads(self.attend(q, k, v, at.mask))  # [..., T, C]
         return out.reshape(-1, C)
 

@@ -5,7 +5,7 @@
 1. Versions: Python, NumPy, CuPy, the CUDA runtime and driver, the device.
 2. Launches: an elementwise kernel, a reduction, the twin's fused GELU (a kernel compiled on
    the spot: a broken CUDA compiler shows here), a cuBLAS matmul, and the scan and sort the
-   sampling uses, each checked against NumPy. Then the fused kernels (gpu/kernels.cu,
+   sampling uses, each checked against NumPy. Then the fused kernels (gpu/device/kernels.cu,
    compiled by NVRTC), each against its body on the device: a compile error or a wrong number
    does not stop the script -- one line, `KERNELS OFF: <why>`, and the rest of the call runs
    the unfused twin (SPECDEC_GPU_FUSED=0), which still measures something.
@@ -113,7 +113,7 @@ def launch(name: str, run, expected, rtol: float) -> None:
     # run() on the device -> compared with the NumPy value `expected`
     import numpy as np
 
-    from gpu.backend import to_host
+    from gpu.device.backend import to_host
 
     start = time.perf_counter()
     try:
@@ -130,7 +130,7 @@ def launches() -> None:
     import numpy as np
 
     from gpu import model
-    from gpu.backend import ON_DEVICE, backend_name, to_device, xp
+    from gpu.device.backend import ON_DEVICE, backend_name, to_device, xp
     from gpu.sampling import STABLE
 
     if on_device_wanted() and not ON_DEVICE:
@@ -153,22 +153,23 @@ def launches() -> None:
 
 
 def fused_kernels() -> None:
-    # every kernel of gpu/kernels.cu against its body, both on the device; wrong numbers turn
-    # the kernels off for the rest of this call (gpu_check.sh reads the marker file) instead
-    # of stopping the call: the twin then runs unfused, and says so
+    # every kernel of gpu/device/kernels.cu against its body, both on the device; wrong
+    # numbers turn the kernels off for the rest of this call (gpu_check.sh reads the marker
+    # file) instead of stopping the call: the twin then runs unfused, and says so
     import numpy as np
 
-    from gpu import kernel_module
-    from gpu.backend import to_host
+    from gpu.device import kernels
+    from gpu.device.backend import to_host
 
-    if not kernel_module.KERNELS_ON:
-        ok("fused kernels", f"{kernel_module.kernel_state()}: the bodies run, nothing to launch")
+    if not kernels.kernels_on():
+        ok("fused kernels", f"{kernels.kernel_state()}: the bodies run, nothing to launch")
         return
     start = time.perf_counter()
     try:
-        kernel_module.compiled_module()
+        kernels.compiled_module()
     except Exception as error:
-        kernels_off(f"NVRTC could not compile gpu/kernels.cu: {type(error).__name__}: {error}")
+        why = f"{type(error).__name__}: {error}"
+        kernels_off(f"NVRTC could not compile gpu/device/kernels.cu: {why}")
         return
     compiled = time.perf_counter() - start
     for name, kernel, body, exact in kernel_cases():
@@ -185,9 +186,9 @@ def fused_kernels() -> None:
 
 
 def kernels_off(why: str) -> None:
-    from gpu import kernel_module
+    from gpu.device import kernels
 
-    kernel_module.turn_off(why)
+    kernels.turn_off(why)
     marker = os.environ.get("GPU_CHECK_FUSED_OFF")  # gpu_check.sh: later steps run unfused
     if marker:
         Path(marker).write_text(why + "\n")
@@ -200,8 +201,9 @@ def kernel_cases():
     import numpy as np
 
     import gpu
-    from gpu import fused
-    from gpu.backend import to_device
+    from gpu import sampling, verification
+    from gpu.device import fused
+    from gpu.device.backend import to_device
     from gpu.kv_cache import KVCache
     from reference.config import GPTConfig
     from reference.model import causal_placement, init_params
@@ -241,14 +243,15 @@ def kernel_cases():
     for params in (GREEDY, SamplingParams(temperature=0.8)):
         picked = [to_device(np.zeros(4, np.int64)) for _ in range(2)]
         yield (f"pick_rows ({'greedy' if params.greedy else 'T = 0.8'})",
-               lambda p=params, o=picked[0]: (fused.pick(logits, p, u, tokens=o), o)[1],
-               lambda p=params, o=picked[1]: (fused.pick_body(logits, p, u, None, o, None), o)[1],
+               lambda p=params, o=picked[0]: (sampling.pick(logits, p, u, tokens=o), o)[1],
+               lambda p=params, o=picked[1]:
+                   (sampling.pick_body(logits, p, u, None, o, None), o)[1],
                True)  # fmt: skip
     p = to_device(rng.dirichlet(np.ones(257), 6).astype(np.float32))
     q = to_device(rng.dirichlet(np.ones(257), 5).astype(np.float32))
     drafts, uniforms = to_device(rng.integers(0, 257, 5)), to_device(np.r_[0.0, rng.random(5)])
-    yield ("decide_packed", lambda: fused.decide_packed(p, q, drafts, uniforms),
-           lambda: fused.decide_body(p, q, drafts, uniforms), True)  # fmt: skip
+    yield ("decide_packed", lambda: verification.decide_packed(p, q, drafts, uniforms),
+           lambda: verification.decide_body(p, q, drafts, uniforms), True)  # fmt: skip
 
 
 def model_gelu_on_host(x):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import reference
 from reference.autoregressive import generate
 from reference.drafters import ModelDrafter
 from reference.model import GPT
@@ -19,7 +20,9 @@ from reference.sampling import SamplingParams
 from reference.speculative import SpeculativeStats, speculative_generate
 from specdec.costs import CostProfile, expected_tokens_per_round, predicted_speedup
 from specdec.drafting import generate_function, make_drafter
+from specdec.fast_cpu_plan import describe_plan, row_ranges
 from specdec.timing import StageClock
+from specdec.training.corpus import is_held_out, list_sources, stdlib_dir
 
 CODE_PROMPTS = [
     "def fibonacci(n):\n    ",
@@ -49,8 +52,6 @@ TEXT_PROMPTS = [
 def held_out_code_prompts(n: int = 8, length: int = 160, seed: int = 0) -> list[np.ndarray]:
     """Prompts cut from the training corpus's *held-out* files (stdlib sources the models
     never saw): `length` bytes starting at the beginning of a random line of each file."""
-    from specdec.training.corpus import is_held_out, list_sources, stdlib_dir
-
     root = stdlib_dir()
     files = [p for p in list_sources(root) if is_held_out(p.relative_to(root).as_posix())]
     rng = np.random.default_rng(seed)
@@ -125,7 +126,7 @@ def timed(fn, *args, **kwargs):
     return out, time.perf_counter() - start
 
 
-# Stages each loop charges to its StageClock (reference/timing.py); "prefill" is the rest.
+# Stages each loop charges to its StageClock (specdec/timing.py); "prefill" is the rest.
 AR_DECODE = ("sample", "target")
 SPEC_DECODE = ("draft", "target", "verify", "other")
 
@@ -180,8 +181,6 @@ def run_bench(
       autoregressive decode, then every cell's speculative one; every cell is measured
       against the same autoregressive runs, and cells finish together, at the end of
       their temperature (`on_point` is called then)."""
-    import reference
-
     ks_by_drafter = ks_by_drafter or {drafter_name: ks}
     drafters = {
         name: make_drafter(
@@ -395,8 +394,6 @@ def run_transformers_rows(
 
 def fast_path_lines(report: BenchReport) -> list[str]:
     # the fast path against the plain model on this machine, and the tricks it kept
-    from specdec.fast_cpu_plan import describe_plan
-
     fast, plain = report.costs, report.plain_costs
     if plain is None:
         return []
@@ -419,7 +416,6 @@ def fast_path_lines(report: BenchReport) -> list[str]:
 
 def json_report(report: BenchReport, machine: dict, command: str, status: str) -> dict:
     """Everything bench.md says, as data: the machine, the costs, every point."""
-    from specdec.fast_cpu_plan import row_ranges
 
     def profile(c: CostProfile | None) -> dict | None:
         if c is None:

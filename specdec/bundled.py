@@ -10,6 +10,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from reference.model import GPT
+from reference.weights import load_gpt2, read_safetensors
 
 # the package's folder: models/ in a checkout (an editable install), site-packages otherwise
 MODELS_DIR = Path(str(files("specdec.models")))
@@ -25,8 +26,6 @@ def bundled_pair_available() -> bool:
 
 def load_bundled_pair() -> tuple[GPT, GPT]:
     """(target, draft) as NumPy GPTs; byte-level vocabulary (reference.tokenizer)."""
-    from reference.weights import load_gpt2
-
     if not bundled_pair_available():
         raise FileNotFoundError(
             f"the bundled pair is missing from {MODELS_DIR}; reinstall specdec-lab, or, in a "
@@ -44,8 +43,6 @@ SELF_DRAFT_DIR = MODELS_DIR / "self_draft"
 def load_exit_head(n_layer: int, directory: Path = SELF_DRAFT_DIR) -> dict | None:
     """The trained exit head after `n_layer` blocks, as float32 arrays, or None if none
     was trained for that layer (the drafter then exits through the target's own ln_f)."""
-    from reference.weights import read_safetensors
-
     path = Path(directory) / f"exit-{n_layer}.safetensors"
     if not path.is_file():
         return None
@@ -54,8 +51,6 @@ def load_exit_head(n_layer: int, directory: Path = SELF_DRAFT_DIR) -> dict | Non
 
 def load_heads(directory: Path = SELF_DRAFT_DIR) -> dict:
     """The trained extra heads (float32), or an error that says how to make them."""
-    from reference.weights import read_safetensors
-
     path = Path(directory) / "heads.safetensors"
     if not path.is_file():
         raise FileNotFoundError(

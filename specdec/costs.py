@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reference.model import GPT
+from reference.tree import tree_forward
 
 
 def expected_tokens_per_round(alpha: float, k: int) -> float:
@@ -60,8 +61,6 @@ def time_tree_pass(model: GPT, context: np.ndarray, parents, repeats: int) -> fl
     cached: the root and the nodes below it, `parents` [n] (-1 for the root), rolled back
     after each pass as a verification pass is. Comparable with `time_append` (both give
     logits for every new row)."""
-    from reference.tree import tree_forward
-
     parents = np.asarray(parents, dtype=np.int64)
     cache = model.new_cache()
     model.forward(context[:-1], cache)

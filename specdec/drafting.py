@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 
+from reference.tree import POINT
 from specdec.bundled import SELF_DRAFT_DIR, load_exit_head, load_heads
 
 DRAFTERS = (
@@ -59,8 +60,6 @@ def make_drafter(
     if name == "heads":
         return core.HeadsDrafter(target, trained_heads(self_draft_dir))
     if name in ("tree", "tree-wide"):
-        from reference.tree import POINT
-
         widths = tree_widths or TREE_WIDTHS[name]
         return tree_module(core).ModelTreeDrafter(draft, widths, POINT)
     if name == "tree-heads":

@@ -31,7 +31,7 @@ import numpy as np
 
 from reference.config import GPTConfig
 from reference.model import GPT, attention, causal_mask, gelu
-from specdec.fast_cpu_plan import FEW_ROWS, TrickPlan, measure_plan
+from specdec.fast_cpu_plan import FEW_ROWS, MANY_ROWS, Candidate, TrickPlan, measure_plan
 
 # FEW_ROWS (16): from 2 up to this many rows a linear layer may take the sliced path
 # (verification appends k+1 <= 9 rows for the k this project sweeps; prefill and one-row
@@ -132,7 +132,7 @@ class FastGPT(GPT):
             if is_linear_weight(name, w):
                 # one copy, laid out [C_out, C_in]; params[name] is its transposed view
                 self.params[name] = np.ascontiguousarray(w.T).T
-        self.plan = measure_plan(self) if plan is None else plan
+        self.plan = measure_plan(candidates(self)) if plan is None else plan
 
     def linear(self, x: np.ndarray, name: str) -> np.ndarray:
         w, b = self.params[name + ".weight"], self.params[name + ".bias"]
@@ -160,6 +160,72 @@ class FastGPT(GPT):
         if 1 < T <= FEW_ROWS and self.plan.uses("logits", wte.shape, T):
             return logits_few_rows(h, wte)
         return h @ wte.T
+
+
+def candidates(model: FastGPT) -> list[Candidate]:
+    # -> [(trick, shape, rows, plain call, fast call)] for every choice the model needs:
+    # what measure_plan times (specdec/fast_cpu_plan.py)
+    cfg, P = model.config, model.params
+    rng = np.random.default_rng(0)
+    out = []
+
+    def rows(T: int, width: int) -> np.ndarray:
+        return rng.standard_normal((T, width), dtype=np.float32)
+
+    # one layer's weights stand for every layer (all layers have the same shapes)
+    for name in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"):
+        w, b = P[f"h.0.{name}.weight"], P[f"h.0.{name}.bias"]  # w: the [C_in, C_out] view
+        for T in range(2, FEW_ROWS + 1):
+            x = rows(T, w.shape[0])
+            out.append(
+                (
+                    "linear",
+                    tuple(w.shape),
+                    T,
+                    lambda x=x, w=w, b=b: x @ w + b,
+                    lambda x=x, w=w, b=b: linear_few_rows(x, w.T, b),
+                )
+            )
+    nh, hs = cfg.n_head, cfg.head_size
+    S = max(cfg.n_ctx // 2, FEW_ROWS + 1)  # a cache half full: typical of a generation
+    for T in [*range(1, FEW_ROWS + 1), MANY_ROWS]:
+        S_T = min(S, cfg.n_ctx) if T <= FEW_ROWS else min(T, cfg.n_ctx)  # a prefill: S = T
+        T_eff = min(T, S_T)
+        q = rng.standard_normal((nh, T_eff, hs), dtype=np.float32)
+        k = rng.standard_normal((nh, S_T, hs), dtype=np.float32)
+        v = rng.standard_normal((nh, S_T, hs), dtype=np.float32)
+        out.append(
+            (
+                "attention",
+                (nh, hs),
+                T,
+                lambda q=q, k=k, v=v: attention(q, k, v),
+                lambda q=q, k=k, v=v: attention_keys_first(q, k, v),
+            )
+        )
+        x = rows(T, 4 * cfg.n_embd)
+        out.append(
+            (
+                "gelu",
+                (4 * cfg.n_embd,),
+                T,
+                lambda x=x: gelu(x),
+                lambda x=x: gelu_by_products(x),
+            )
+        )
+    wte = P["wte.weight"]  # [V, C]
+    for T in range(2, FEW_ROWS + 1):
+        h = rows(T, cfg.n_embd)
+        out.append(
+            (
+                "logits",
+                tuple(wte.shape),
+                T,
+                lambda h=h, wte=wte: h @ wte.T,
+                lambda h=h, wte=wte: logits_few_rows(h, wte),
+            )
+        )
+    return out
 
 
 TRICK_CHOICES = ("measure", "all", "none")

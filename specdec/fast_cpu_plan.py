@@ -4,7 +4,9 @@ A trick of `specdec/fast_cpu.py` is a different way to compute the same numbers;
 faster depends on the BLAS kernels the machine runs (SkylakeX, Haswell, Zen, ...), on the
 number of threads and on the shape. So before a `FastGPT` uses one, `measure_plan` times it
 against the plain computation on the model's own shapes, for every row count T it serves,
-and keeps it only where it was faster:
+and keeps it only where it was faster. The calls to time come from the fast path itself
+(`candidates(model)` in specdec/fast_cpu.py, beside the tricks): this file times and
+chooses, and imports nothing of the fast path.
 
     trick       serves                                  plain computation
     linear      2..FEW_ROWS rows, per weight shape      x @ w + b
@@ -21,13 +23,17 @@ model of the same shapes, or a second `fast(...)` of the same model, costs nothi
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
+from specdec.machine import blas_info
 
 FEW_ROWS = 16  # the fast path serves passes of up to this many new rows (specdec/fast_cpu.py)
 MANY_ROWS = 64  # the row count a prefill is timed at; every T > FEW_ROWS uses its choice
 TRICKS = ("linear", "attention", "gelu", "logits")
+# one choice to measure: (trick, shape, rows T, the plain call, the trick's call), both
+# calls without arguments and giving the same numbers
+Candidate = tuple[str, tuple[int, ...], int, Callable[[], object], Callable[[], object]]
 
 
 def rows_key(T: int) -> int:
@@ -84,8 +90,6 @@ _MEASURED: dict[tuple, Timing] = {}  # (trick, shape, rows, kernel, threads) -> 
 
 def blas_setting() -> tuple[str, int]:
     # (kernel, threads): what a timing depends on besides the shape
-    from specdec.machine import blas_info
-
     info = blas_info()
     return str(info.get("architecture") or "unknown"), int(info.get("num_threads") or 1)
 
@@ -107,81 +111,14 @@ def fastest_pair(plain, fast, repeats: int) -> tuple[float, float]:
     return best_plain, best_fast
 
 
-def candidates(model) -> list[tuple[str, tuple[int, ...], int, object, object]]:
-    # -> [(trick, shape, rows, plain call, fast call)] for every choice the model needs
-    from reference import model as plain_model
-    from specdec import fast_cpu
-
-    cfg, P = model.config, model.params
-    rng = np.random.default_rng(0)
-    out = []
-
-    def rows(T: int, width: int) -> np.ndarray:
-        return rng.standard_normal((T, width), dtype=np.float32)
-
-    # one layer's weights stand for every layer (all layers have the same shapes)
-    for name in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"):
-        w, b = P[f"h.0.{name}.weight"], P[f"h.0.{name}.bias"]  # w: the [C_in, C_out] view
-        for T in range(2, FEW_ROWS + 1):
-            x = rows(T, w.shape[0])
-            out.append(
-                (
-                    "linear",
-                    tuple(w.shape),
-                    T,
-                    lambda x=x, w=w, b=b: x @ w + b,
-                    lambda x=x, w=w, b=b: fast_cpu.linear_few_rows(x, w.T, b),
-                )
-            )
-    nh, hs = cfg.n_head, cfg.head_size
-    S = max(cfg.n_ctx // 2, FEW_ROWS + 1)  # a cache half full: typical of a generation
-    for T in [*range(1, FEW_ROWS + 1), MANY_ROWS]:
-        S_T = min(S, cfg.n_ctx) if T <= FEW_ROWS else min(T, cfg.n_ctx)  # a prefill: S = T
-        T_eff = min(T, S_T)
-        q = rng.standard_normal((nh, T_eff, hs), dtype=np.float32)
-        k = rng.standard_normal((nh, S_T, hs), dtype=np.float32)
-        v = rng.standard_normal((nh, S_T, hs), dtype=np.float32)
-        out.append(
-            (
-                "attention",
-                (nh, hs),
-                T,
-                lambda q=q, k=k, v=v: plain_model.attention(q, k, v),
-                lambda q=q, k=k, v=v: fast_cpu.attention_keys_first(q, k, v),
-            )
-        )
-        x = rows(T, 4 * cfg.n_embd)
-        out.append(
-            (
-                "gelu",
-                (4 * cfg.n_embd,),
-                T,
-                lambda x=x: plain_model.gelu(x),
-                lambda x=x: fast_cpu.gelu_by_products(x),
-            )
-        )
-    wte = P["wte.weight"]  # [V, C]
-    for T in range(2, FEW_ROWS + 1):
-        h = rows(T, cfg.n_embd)
-        out.append(
-            (
-                "logits",
-                tuple(wte.shape),
-                T,
-                lambda h=h, wte=wte: h @ wte.T,
-                lambda h=h, wte=wte: fast_cpu.logits_few_rows(h, wte),
-            )
-        )
-    return out
-
-
-def measure_plan(model, repeats: int = 7) -> TrickPlan:
-    """Time every trick `model` (a FastGPT, its weights already laid out) could use against
-    the plain computation, on its shapes and this machine's current BLAS setting; keep the
-    faster. Timings already taken in this process for the same setting are reused."""
+def measure_plan(candidates: list[Candidate], repeats: int = 7) -> TrickPlan:
+    """Time every trick a model could use against the plain computation, on its shapes and
+    this machine's current BLAS setting; keep the faster. `candidates` are the model's choices
+    (specdec/fast_cpu.py `candidates(model)`). Timings already taken in this process for the
+    same setting are reused."""
     kernel, threads = blas_setting()
     timings = []
-    for trick, shape, T, plain, fast in candidates(model):
+    for trick, shape, T, plain, fast in candidates:
         key = (trick, shape, T, kernel, threads)
         if key not in _MEASURED:
             plain_s, fast_s = fastest_pair(plain, fast, repeats)

@@ -20,6 +20,8 @@ from specdec import fast_cpu
 from specdec.bundled import load_bundled_pair
 from specdec.costs import time_append, time_tree_pass
 from specdec.drafting import TREE_WIDTHS
+from specdec.fast_cpu_plan import describe_plan
+from specdec.machine import describe_machine
 from specdec.roofline import median_seconds
 
 
@@ -121,9 +123,6 @@ TREE_PASSES = {name: TREE_WIDTHS[name] for name in ("tree", "tree-wide")}
 
 def main() -> None:
     from threadpoolctl import threadpool_limits
-
-    from specdec.fast_cpu_plan import describe_plan
-    from specdec.machine import describe_machine
 
     target, draft = load_bundled_pair()
     context = np.frombuffer(b"    def area(self):\n        return self.w * self.h\n" * 8, np.uint8)

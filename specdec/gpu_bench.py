@@ -16,8 +16,8 @@ the twin in NumPy mode, which exercises the script but measures nothing about a 
 table says which).
 
 Launches (device operations: kernel launches and copies) per generated token and per round
-are counted on the stand-in for a device (gpu.backend.counting_launches), in one extra run
-of the same loops on the same prompts: a count is a property of the code, the same on any
+are counted on the stand-in for a device (gpu.device.backend.counting_launches), in one extra
+run of the same loops on the same prompts: a count is a property of the code, the same on any
 machine, so it is printed next to the measured tokens/s, with what a launch-bound model
 predicts from it (a model, not a measurement: docs/gpu.md, "A prediction for the device").
 """
@@ -32,10 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gpu import kernel_module
-from gpu.backend import backend_name, counting_launches, counting_transfers
-from gpu.batch_drafting import drafts_in_one_pass
-from reference.drafters import Drafter
+import gpu
+import reference
+from gpu.device import kernels
+from gpu.device.backend import backend_name, counting_launches, counting_transfers
+from gpu.device.batch_drafting import drafts_in_one_pass
+from reference.drafters import Draft, Drafter
 from reference.sampling import GREEDY
 from specdec.bench import held_out_code_prompts
 from specdec.bundled import DRAFT_DIR, SELF_DRAFT_DIR, TARGET_DIR, load_bundled_pair
@@ -69,8 +71,6 @@ def twin_loops(drafter: str = "model", tree_widths=None, max_new_tokens: int = 1
     # -> (ar, spec): the twin's loops on the bundled pair, built with the array module in
     # force (the device's, or the stand-in's inside counting_launches()); each returns the
     # run's (tokens, rounds): ar(prompt), spec(prompt, k)
-    import gpu
-
     target_ref, draft_ref = load_bundled_pair()
     target = gpu.GPT(target_ref.config, target_ref.params)
     draft = gpu.GPT(draft_ref.config, draft_ref.params)
@@ -148,8 +148,6 @@ class NoDrafter(Drafter):
         pass
 
     def propose(self, context, k, sampling, rng):
-        from reference.drafters import Draft
-
         return Draft(np.zeros(0, np.int64), np.zeros((0, self.n_vocab), np.float32))
 
     def commit(self, n_accepted: int) -> None:
@@ -161,8 +159,6 @@ class NoDrafter(Drafter):
 
 def batch_rows(prompts, k: int, batches: list[int], max_new_tokens: int, repeats: int) -> dict:
     # B -> {"ar": (tok/s, transfers/token), "spec": (...)}: B sequences decoded together
-    import gpu
-
     target_ref, draft_ref = load_bundled_pair()
     target = gpu.GPT(target_ref.config, target_ref.params)
     draft = gpu.GPT(draft_ref.config, draft_ref.params)
@@ -197,8 +193,6 @@ def batch_rows(prompts, k: int, batches: list[int], max_new_tokens: int, repeats
 def batch_launches(prompts, k: int, batches: list[int], max_new_tokens: int) -> dict:
     # B -> launches per batched round and per token of the batched speculative loop (the
     # draft model at k), counted on the stand-in for a device over one short run
-    import gpu
-
     rows = {}
     with counting_launches():
         target_ref, draft_ref = load_bundled_pair()
@@ -256,8 +250,6 @@ def optional_row(name: str, compute):
 def reference_rate(
     prompts, k: int, max_new_tokens: int, drafter: str = "model", tree_widths=None
 ) -> float:
-    import reference
-
     target, draft = (fast(m, fast_path_tricks()) for m in load_bundled_pair())
     spec_drafter, loop = bundled_drafter(reference, target, draft, drafter, tree_widths)
     n, s = 0, 0.0
@@ -280,9 +272,9 @@ def unfused_rate(prompts, k: int, max_new_tokens: int, drafter: str, tree_widths
     # the twin's speculative tok/s at k with its fused kernels off (SPECDEC_GPU_FUSED=0's
     # path, one repeat): against the twin's own row, what the kernels bought on this device.
     # None where they never run (NumPy mode, or turned off)
-    if not kernel_module.KERNELS_ON:
+    if not kernels.kernels_on():
         return None
-    with kernel_module.kernels_off("the bench's unfused row"):
+    with kernels.kernels_off("the bench's unfused row"):
         rows = twin_rows(prompts, [k], max_new_tokens, 1, drafter, tree_widths)[f"k={k}"]
     return sum(r["tokens"] for r in rows) / sum(r["seconds"] for r in rows)
 
@@ -398,7 +390,7 @@ def main(argv: list[str] | None = None) -> None:
         batch_counts = batch_launches(prompts, best, batches, count_tokens)
     result = {
         "backend": backend_name(),
-        "fused_kernels": kernel_module.kernel_state(),  # on, or off (why): gpu/kernel_module.py
+        "fused_kernels": kernels.kernel_state(),  # on, or off (why): gpu/device/kernels.py
         "date": time.strftime("%Y-%m-%d"),
         "settings": vars(args)
         | {"prompts": len(prompts), "sampling": "greedy", "batch of the k rows": 1},
@@ -445,8 +437,9 @@ def count_only(args, prompts, ks, widths) -> None:
         record["batch_launches"] = {str(B): row for B, row in counts.items()}
         (Path(args.out) / "launch_counts.json").write_text(json.dumps(record, indent=2))
     print(
-        f"launch counts on the stand-in for a device (gpu.backend.counting_launches); drafter: "
-        f"{args.drafter}; {len(prompts)} prompts x {args.max_new_tokens} tokens, greedy, batch 1"
+        "launch counts on the stand-in for a device (gpu.device.backend.counting_launches); "
+        f"drafter: {args.drafter}; {len(prompts)} prompts x {args.max_new_tokens} tokens, "
+        "greedy, batch 1"
     )
     print("| loop | tokens | rounds | launches / token | launches / round | hidden syncs |")
     print("|---|---|---|---|---|---|")
@@ -481,7 +474,7 @@ def print_loop_table(table: dict, launches: dict) -> None:
     if launches:
         print(
             "(launches: device operations counted on the stand-in for a device, "
-            "gpu.backend.counting_launches; hidden host syncs: "
+            "gpu.device.backend.counting_launches; hidden host syncs: "
             f"{sum(row['hidden_syncs'] for row in launches.values())})"
         )
 

@@ -31,7 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from reference.model import GPT
+from specdec.bundled import load_bundled_pair
 from specdec.costs import time_append
+from specdec.fast_cpu import fast
+from specdec.machine import describe_machine
 
 LINEARS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
 F32 = 4  # bytes per float32
@@ -188,10 +191,7 @@ def breakdown_table(model: GPT, S: int, rates: Rates, measured: dict[int, dict[s
 def main(argv=None) -> None:
     from threadpoolctl import threadpool_limits
 
-    from specdec.bundled import load_bundled_pair
-    from specdec.fast_cpu import fast
-    from specdec.figures import plot_roofline
-    from specdec.machine import describe_machine
+    from specdec.figures import plot_roofline  # lazy: matplotlib (the `lab` extra)
 
     parser = argparse.ArgumentParser(
         prog="python -m specdec.roofline", description=__doc__.split("\n")[0]

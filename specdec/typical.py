@@ -39,8 +39,16 @@ from pathlib import Path
 import numpy as np
 
 from reference.autoregressive import generate
+from reference.heads import HeadsDrafter
 from reference.sampling import SamplingParams
-from reference.tree import POINT, ROOT, Tree, tree_speculative_generate, verify_tree_law
+from reference.tree import (
+    POINT,
+    ROOT,
+    HeadsTreeDrafter,
+    Tree,
+    tree_speculative_generate,
+    verify_tree_law,
+)
 from reference.typical import (
     TypicalThreshold,
     round_total_variation,
@@ -49,6 +57,9 @@ from reference.typical import (
     typical_verify_tree_law,
 )
 from specdec.bench import AR_DECODE, SPEC_DECODE, held_out_code_prompts
+from specdec.bundled import load_bundled_pair, load_heads
+from specdec.fast_cpu import fast
+from specdec.machine import describe_machine
 from specdec.timing import StageClock
 
 EPSILONS = (0.01, 0.03, 0.09, 0.3, 0.9)  # delta = sqrt(epsilon); 0.09 is Medusa's default
@@ -86,8 +97,6 @@ class TradeoffReport:
 
 def machine_name() -> str:
     # CPU, cores, BLAS library, its kernel and threads (specdec/machine.py)
-    from specdec.machine import describe_machine
-
     return describe_machine().line()
 
 
@@ -180,10 +189,6 @@ def round_tvs(trace) -> tuple[list[float], list[float]]:
 
 
 def heads_tree_drafter(target):
-    from reference.heads import HeadsDrafter
-    from reference.tree import HeadsTreeDrafter
-    from specdec.bundled import load_heads
-
     return HeadsTreeDrafter(HeadsDrafter(target, load_heads()), HEADS_WIDTHS, HEADS_NODES)
 
 
@@ -299,7 +304,7 @@ def plot_tradeoff(report: TradeoffReport, path=FIGURE) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from specdec.figures.style import colour_for, save
+    from specdec.figures.style import colour_for, save  # lazy: matplotlib (the `lab` extra)
 
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.3), width_ratios=[1.35, 1])
     colour = colour_for(report.temperature)
@@ -357,9 +362,6 @@ def main(argv=None) -> int:
     parser.add_argument("--figure", default=str(FIGURE))
     args = parser.parse_args(argv)
     from threadpoolctl import threadpool_limits
-
-    from specdec.bundled import load_bundled_pair
-    from specdec.fast_cpu import fast
 
     epsilons = [float(e) for e in args.epsilons.split(",") if e.strip()]
     target, _ = load_bundled_pair()

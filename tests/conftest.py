@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec.grading.submission import module_from_file, module_from_name
+from specdec.grading.engine.submission import module_from_file, module_from_name
 
 PLUGIN_OPTIONS = {
     "verify": "reference.verification:verify",
@@ -217,7 +217,7 @@ LONGEST_FILES = (
     "distribution/test_self_drafting_law.py",  # 41 (27)
     "twin/test_twin_drafters.py",  # 35
     "distribution/test_power.py",  # 34
-    "distribution/test_adaptive_draft.py",  # 32
+    "distribution/test_adaptive_draft_law.py",  # 32
     "twin/test_device_script.py",  # 24
     "distribution/test_lookup_law.py",  # 15 (16)
     "interop/test_grade_samplers.py",  # 15

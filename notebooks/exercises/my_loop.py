@@ -166,7 +166,7 @@ def speculative_generate(
 
 def check_helpers(helpers=None) -> dict[str, str]:
     """{helper: 'ok', 'not written yet' or what is wrong}, each helper on its own."""
-    from specdec.grading.loop_checks import tiny_pair
+    from specdec.grading.exercises.loop.checks import tiny_pair
 
     h = helpers or sys.modules[__name__]
     target, draft_model = tiny_pair()

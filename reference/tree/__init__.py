@@ -25,7 +25,7 @@ One round, with `context` = the committed tokens (the root is context[-1]):
 Trees come from `ModelTreeDrafter` (a draft model filling a static shape: b children per
 node, sampled, without replacement, or its top-b as point masses) and `HeadsTreeDrafter`
 (the extra heads' favourites, pruned by estimated path probability). The loop is
-`tree_speculative_generate`: speculative.run_rounds with `tree_round`.
+`tree_speculative_generate`: the chain's loop (a `Run` per sequence) with `tree_round`.
 
 One module per concern: shape.py (the tree, its checks), forward.py (the pass: positions
 and mask), rule.py (exact acceptance and its law), compaction.py (the accepted path's

@@ -1,6 +1,6 @@
 """One forward pass over a tree: position ids = depth, an ancestors-only mask.
 
-The pass is the model's own (`GPT.residual_at`); a tree only says where its nodes sit
+The pass is the model's own (`GPT.residual`); a tree only says where its nodes sit
 (`tree_placement`). So the CPU fast path's kernels and the GPU twin's run in tree passes
 exactly as in chain passes. A chain (parents -1, 0, 1, ..) is exactly `GPT.forward`.
 """
@@ -56,7 +56,7 @@ def tree_hidden(model: GPT, tokens, parents, cache: KVCache | None = None) -> np
     # position length + depth(j) and attends to the committed slots and its own ancestors.
     # A chain (parents -1, 0, 1, ..) is exactly GPT.forward.
     tokens, parents = check_tree_forward(model, tokens, parents, cache)
-    x = model.residual_at(tokens, tree_placement(parents, len(tokens), cache), cache)
+    x = model.residual(tokens, cache, tree_placement(parents, len(tokens), cache))
     return model.norm(x, "ln_f")
 
 
@@ -68,7 +68,8 @@ def tree_placement(parents: np.ndarray, T: int, cache: KVCache | None) -> Placem
     start = length if cache is None else cache.end
     new = slice(len(parents) - T, len(parents))
     mask = np.concatenate([np.ones((T, length), dtype=bool), ancestor_mask(parents)[new]], axis=1)
-    return Placement((T,), position_ids(parents, length)[new], mask, start, start + T)
+    positions = position_ids(parents, length)[new]
+    return Placement((T,), positions, mask, np.array([start]), np.array([T]), start + T)
 
 
 def tree_forward(model: GPT, tokens, parents, cache: KVCache | None = None) -> np.ndarray:

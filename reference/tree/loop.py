@@ -1,4 +1,4 @@
-"""One tree round, and the loop: speculative.run_rounds with `tree_round`.
+"""One tree round, and the loop: the chain's loop (a `Run` per sequence) with `tree_round`.
 
 1. draft              the drafter builds a Tree of depth <= k
 2. verification pass  ONE target forward over [catch-up tokens, root, nodes 1..n-1]
@@ -16,15 +16,9 @@ from reference.checks import check_clock
 from reference.drafters import Draft
 from reference.kv_cache import KVCache
 from reference.model import GPT
+from reference.records import CacheSpan, Round, SpeculativeResult
 from reference.sampling import SamplingParams
-from reference.speculative import (
-    CacheSpan,
-    Round,
-    RunSetup,
-    SpeculativeResult,
-    check_loop_inputs,
-    run_rounds,
-)
+from reference.speculative import check_loop_inputs, start_run
 from reference.tree.compaction import compact, kept_slots
 from reference.tree.drafters import TREE_PARTS
 from reference.tree.forward import target_room, tree_verification_pass
@@ -119,8 +113,10 @@ def tree_round(
     clock.mark("target")
     t_written = cache.end
     d_written = draft_cache.end if draft_cache is not None else 0
-    decide = verify_tree_unchecked if verify_fn is None else verify_fn
-    result = decide(p, tree, rng)  # 3.
+    if verify_fn is None:  # 3. walk down the accepted children, then one more token
+        result = verify_tree_unchecked(p, tree, rng)
+    else:  # another tree rule (typical acceptance, reference/typical.py)
+        result = verify_fn(p, tree, rng)
     clock.mark("verify")
 
     keep = kept_slots(m, result.path)  # 4. the path, gathered after the committed slots
@@ -160,9 +156,9 @@ def tree_speculative_generate(
     # prompt [n] -> SpeculativeResult; k = the depth the trees are cut at (default and at
     # most: the drafter's own depth, so the statistics never count depths no tree has);
     # verify_fn: another tree rule for every round (tree_round), None = the exact one.
-    # The loop is speculative.run_rounds with tree_round: the same prefill, stop rules,
-    # statistics (per depth, as a chain's per position, plus the nodes verified: see
-    # SpeculativeStats) and trace (the accepted path of each round).
+    # The chain's loop with tree_round: the same prefill, stop rules, statistics (per
+    # depth, as a chain's per position, plus the nodes verified: see SpeculativeStats) and
+    # trace (the accepted path of each round), all kept by `Run`.
     k = drafter.depth if k is None else k
     prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
         target,
@@ -178,7 +174,11 @@ def tree_speculative_generate(
         required=TREE_PARTS,
     )
     k = min(k, drafter.depth)
-    setup = RunSetup(
-        target, drafter, sampling, rng, verify_fn, clock, tree_round, TreeRound.as_chain_round
-    )
-    return run_rounds(setup, prompt, k, max_new_tokens, eos_id, trace)
+    cache, run = start_run(target, drafter, prompt, k, max_new_tokens, eos_id, trace, clock)
+    while not run.finished:
+        rnd = tree_round(
+            target, cache, drafter, run.context, run.next_k(), sampling, rng, verify_fn, clock
+        )
+        run.record(rnd, traced=TreeRound.as_chain_round)
+        clock.mark("other")
+    return run.result()

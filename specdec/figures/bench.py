@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from reference.speculative import SpeculativeStats
+from specdec.costs import expected_tokens_per_round
 from specdec.figures.style import colour_for, save
 
 
@@ -99,8 +100,6 @@ def plot_acceptance_vs_k(report, path) -> Path:
     """A BenchReport (specdec.bench.run_bench): per temperature, the measured alpha against
     k (left) and the measured tokens per target pass against Leviathan's
     E(alpha, k) = (1 - alpha^(k+1)) / (1 - alpha) computed from that alpha (right)."""
-    from specdec.costs import expected_tokens_per_round
-
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.0))
     temperatures = sorted({p.temperature for p in report.points})
     for t in temperatures:

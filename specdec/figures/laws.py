@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from reference.speculative import ACCEPTED
+from reference.verification import residual_distribution
 from specdec.figures.style import FATE_COLOURS, display_token, save
 
 
@@ -17,8 +18,6 @@ def plot_acceptance_example(p, q, path, labels=None, sampled=None, n_samples: in
     """One position, small vocabulary: q, p, and how the output law is assembled —
     accepted mass min(p, q) plus rejection mass P(reject) · norm(max(0, p - q)) — against p.
     `sampled` (optional): output frequencies measured by running `verify`."""
-    from reference.verification import residual_distribution
-
     p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
     V = len(p)
     labels = labels or [str(i) for i in range(V)]

@@ -9,6 +9,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
+from reference.model import causal_mask
+from specdec.costs import predicted_speedup
 from specdec.figures.style import save
 
 
@@ -111,8 +113,6 @@ def plot_causal_mask(T: int, S: int, path) -> Path:
     """`reference.model.causal_mask(T, S)`: T new rows after S - T cached positions."""
     from matplotlib.colors import ListedColormap
 
-    from reference.model import causal_mask
-
     mask = causal_mask(T, S)
     start = S - T
     fig, ax = plt.subplots(figsize=(0.45 * S + 1.5, 0.45 * T + 1.3))
@@ -141,8 +141,6 @@ def plot_speedup_theory(profile, alphas, path, max_k: int | None = None) -> Path
     """Leviathan's predicted speedup E(alpha, k) / (k c + v) against k, for several alphas,
     with c from a CostProfile: v = 1 (the paper's assumption, close to a GPU) on the left,
     v = v(k+1) measured on this machine on the right. Dots mark each curve's best k."""
-    from specdec.costs import predicted_speedup
-
     max_k = max_k or max(profile.target_append) - 1
     ks = np.arange(1, max_k + 1)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.0), sharey=True)

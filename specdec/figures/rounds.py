@@ -22,6 +22,7 @@ from specdec.figures.style import (
     save,
     subscript,
 )
+from specdec.report import fates  # of the emitted tokens: accepted, correction or bonus
 
 
 def drafts_before(i: int) -> str:
@@ -345,8 +346,6 @@ def plot_token_fates(
 ) -> Path:
     """The generated text token by token, coloured by fate: accepted draft, correction or
     bonus; the prompt in grey. A newline token ends the line, as in the text."""
-    from specdec.report import fates  # of the emitted tokens: accepted, correction or bonus
-
     items = [(int(t), "context") for t in np.asarray(prompt)] + fates(trace)
     lines, line, used = [], [], 0.0
     for tok, fate in items:

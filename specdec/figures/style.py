@@ -13,6 +13,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from reference.speculative import ACCEPTED, NEVER_EXAMINED, REJECTED
+from reference.tokenizer import token_text
 
 TEMPERATURE_COLOURS = {0.0: "#1f77b4", 0.8: "#d62728"}
 
@@ -64,7 +65,7 @@ def display_token(tok: int, token_label=None) -> str:
     """A token as a short, visible label for a figure: space as ␣, newline as ↵, `$` escaped
     so that matplotlib does not read it as mathtext."""
     if token_label is None:
-        from reference.tokenizer import token_text as token_label
+        token_label = token_text
     text = token_label(int(tok))
     text = {" ": "␣", "\\n": "↵", "\\t": "⇥"}.get(text, text)
     return text.replace("$", r"\$")

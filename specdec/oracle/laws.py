@@ -33,15 +33,16 @@ from functools import cache
 import numpy as np
 from scipy import optimize, stats
 
+from reference.config import GPTConfig
 from reference.drafters import Draft, ModelDrafter
 from reference.lookup import HybridDrafter, LookupDrafter
-from reference.model import GPT
+from reference.model import GPT, init_params
 from reference.sampling import SamplingParams, probabilities
 from reference.speculative import emitted_tokens, round_draft_length
 from reference.verification import Verification, verify_law
 from specdec import standins
-from specdec.grading.laws import drafts_with_weight as draft_paths  # shared with the grader
-from specdec.grading.laws import marginal
+from specdec.grading.engine.laws import drafts_with_weight as draft_paths  # shared with the grader
+from specdec.grading.engine.laws import marginal
 
 # --------------------------------------------------------------------------------------------
 # Thresholds (the numbers docs/oracle.md states)
@@ -621,9 +622,6 @@ def tiny_gpt(
     n_vocab: int, n_ctx: int, n_embd: int, n_layer: int, n_head: int, std: float, seed: int
 ) -> GPT:
     """A tiny GPT with large random weights, so that every row depends on the context."""
-    from reference.config import GPTConfig
-    from reference.model import init_params
-
     cfg = GPTConfig(n_vocab=n_vocab, n_ctx=n_ctx, n_embd=n_embd, n_head=n_head, n_layer=n_layer)
     return GPT(cfg, init_params(cfg, np.random.default_rng(seed), std=std))
 

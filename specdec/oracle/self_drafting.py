@@ -62,9 +62,7 @@ class ExitRows:
     def __call__(self, context) -> np.ndarray:
         row = self._rows.get(context)
         if row is None:
-            x = self.lower.residual_unchecked(np.asarray(context, dtype=np.int64))[-1].astype(
-                np.float64
-            )
+            x = self.lower.residual(np.asarray(context, dtype=np.int64))[-1].astype(np.float64)
             H = self.head
             x = x + x @ H["exit.proj.weight"] + H["exit.proj.bias"]
             z = layer_norm64(
@@ -91,9 +89,9 @@ class HeadsProposals:
     def rows(self, context, m: int) -> np.ndarray:  # -> [m, V]
         if m == 0:
             return np.zeros((0, self.n_vocab))
-        h = self.target.hidden_unchecked(np.asarray(context[:-1], dtype=np.int64))[-1].astype(
-            np.float64
-        )
+        h = self.target.norm(
+            self.target.residual(np.asarray(context[:-1], dtype=np.int64)), "ln_f"
+        )[-1].astype(np.float64)
         wte = self.target.params["wte.weight"].astype(np.float64)
         out = []
         for i in range(m):

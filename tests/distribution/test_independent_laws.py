@@ -3,10 +3,10 @@ which the draft and the target disagree (issue 11, point 4).
 
 oracle.py builds several expected laws with the package's own helpers (`verify_law`,
 `probabilities`, `emitted_tokens`, `round_draft_length`), so a bug in one of them would move
-the expectation along with the code under test. specdec/grading/laws.py derives the same laws with
-none of them: its own statement of the rule, its own sampling transform, its own emission and
-round policy. Every draft-model setup of the loop family, and the verify family's fixed k = 3
-rows, must agree both ways to float64 precision.
+the expectation along with the code under test. specdec/grading/engine/laws.py derives the
+same laws with none of them: its own statement of the rule, its own sampling transform, its
+own emission and round policy. Every draft-model setup of the loop family, and the verify
+family's fixed k = 3 rows, must agree both ways to float64 precision.
 
 The loop family's greedy setup keeps every draft, so the correction token at greedy was graded
 by no sampled check; the two greedy setups below reject drafts (one of them right after a
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from reference.sampling import SamplingParams
-from specdec.grading.laws import ModelRows, loop_joint_law, verify_joint_law
+from specdec.grading.engine.laws import ModelRows, loop_joint_law, verify_joint_law
 from specdec.oracle.cases import DRAFT, LOOP_SETUPS, TARGET, fixed_k3_rows
 from specdec.oracle.laws import LoopSetup, as_reference_verify, loop_laws, sample_loop
 

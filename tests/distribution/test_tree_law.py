@@ -427,7 +427,7 @@ def test_the_real_top_b_and_heads_trees_keep_the_targets_law(temperature):
     assert max_abs_difference(deterministic_tree_law(p_rows, tree, 4), expected) < EXACT_ATOL
 
     heads = HeadsTreeDrafter(HeadsDrafter(target, random_heads(12, 3, seed=5)), (3, 2, 2), 9)
-    heads.observe(target.hidden_unchecked(np.array(PROMPT[:-1]))[-1])
+    heads.observe(target.norm(target.residual(np.array(PROMPT[:-1])), "ln_f")[-1])
     tree = heads.propose_tree(np.array(PROMPT), 3, 99, sampling, rng)
     assert tree.n_nodes == 10  # the root and the 9 likeliest of 3 + 6 + 12 candidates
     assert max_abs_difference(deterministic_tree_law(p_rows, tree, 4), expected) < EXACT_ATOL

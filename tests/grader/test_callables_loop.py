@@ -18,9 +18,14 @@ import numpy as np
 import pytest
 
 from specdec.grading import grade
-from specdec.grading.callables_checks import GREEDY, Calls, callables_families, calls_problem
-from specdec.grading.core import run_families
-from specdec.grading.submission import Submission, load_submission
+from specdec.grading.engine.core import run_families
+from specdec.grading.engine.submission import Submission, load_submission
+from specdec.grading.exercises.callables.checks import (
+    GREEDY,
+    Calls,
+    callables_families,
+    calls_problem,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SOLUTION = REPO / "notebooks/exercises/solutions/callables_loop_solution.py"

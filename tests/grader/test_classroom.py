@@ -1,4 +1,4 @@
-"""`specdec grade-class` (specdec/grading/classroom.py) and `specdec grade --timeout`.
+"""`specdec grade-class` (specdec/grading/delivery/classroom.py) and `specdec grade --timeout`.
 
 A small class is graded end to end, each submission in its own child process: a wrong verify
 in each layout (a file, a folder), a folder without the file, a syntax error and a verify
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-import specdec.grading.gradescope as gradescope
+import specdec.grading.delivery.gradescope as gradescope
 from specdec.grading import main as grade_main
-from specdec.grading.classroom import (
+from specdec.grading.delivery.classroom import (
     ClassGrades,
     Entry,
     check_out,
@@ -31,8 +31,8 @@ from specdec.grading.classroom import (
     row_of,
     summary_line,
 )
-from specdec.grading.classroom import main as class_main
-from specdec.grading.config import GradingConfig
+from specdec.grading.delivery.classroom import main as class_main
+from specdec.grading.engine.config import GradingConfig
 from specdec.oracle import broken
 
 from . import more_broken
@@ -98,7 +98,7 @@ def graded_class(tmp_path_factory) -> tuple[str, Path]:
     out = tmp_path_factory.mktemp("grades")
     argv = [str(folder), "--jobs", "2", "--timeout", str(CLASS_LIMIT_S), "--out", str(out)]
     done = subprocess.run(
-        [sys.executable, "-m", "specdec.grading.classroom", *argv],
+        [sys.executable, "-m", "specdec.grading.delivery.classroom", *argv],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -299,5 +299,5 @@ def test_grade_help_names_the_gradescope_build_and_grade_class(capsys):
     with pytest.raises(SystemExit):
         grade_main(["--help"])
     text = capsys.readouterr().out
-    assert "python -m specdec.grading.gradescope build" in text
+    assert "python -m specdec.grading.delivery.gradescope build" in text
     assert "specdec grade-class" in text and "--timeout S" in text

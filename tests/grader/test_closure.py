@@ -1,6 +1,6 @@
 """The Gradescope zip's file list and requirements.txt, computed from what grading imports
-(specdec/grading/closure.py, specdec/grading/gradescope.py); the zips themselves are run in a
-clean venv by test_gradescope_zips*.py."""
+(specdec/grading/engine/closure.py, specdec/grading/delivery/gradescope.py); the zips themselves are
+run in a clean venv by test_gradescope_zips*.py."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from specdec.grading.closure import distributions, import_closure
-from specdec.grading.config import GradingConfig
+from specdec.grading.delivery.gradescope import graded_kinds, requirements, source_files
+from specdec.grading.engine.closure import distributions, import_closure
+from specdec.grading.engine.config import GradingConfig
 from specdec.grading.exercises import KINDS
-from specdec.grading.gradescope import graded_kinds, requirements, source_files
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,14 +27,15 @@ def test_the_speedup_zip_holds_what_its_checks_import_inside_a_function():
     # speedup_checks imports specdec.costs inside a function: the hand-written list missed it,
     # and every submission scored 0 with "No module named ..."
     files = files_of("speedup")
-    assert {"specdec/costs.py", "specdec/grading/speedup_checks.py", "reference/model.py"} <= files
+    checks = "specdec/grading/exercises/speedup/checks.py"
+    assert {"specdec/costs.py", checks, "reference/model.py"} <= files
     assert {"specdec/__init__.py", "reference/__init__.py"} <= files  # packages run first
     assert "specdec/grading/grading.toml" in files
 
 
 def test_each_zip_holds_its_exercise_only_and_what_exists():
     cache = files_of("cache")
-    assert "specdec/grading/cache_checks.py" in cache
+    assert "specdec/grading/exercises/cache/checks.py" in cache
     assert not any(f.startswith("reference/") or "verify" in f for f in cache)
     assert requirements(replace(GradingConfig(), kind="cache")).split() == [
         f"numpy=={metadata.version('numpy')}",
@@ -44,7 +45,7 @@ def test_each_zip_holds_its_exercise_only_and_what_exists():
         files = files_of(kind)
         assert all((REPO / f).is_file() for f in files)
         assert not any(f.startswith(("tests/", "notebooks/")) for f in files)
-        assert "specdec/cli.py" not in files  # the whole CLI is not needed to grade
+        assert not any(f.startswith("specdec/cli/") for f in files)  # nor is the CLI
 
 
 def test_a_config_that_names_no_exercise_ships_every_exercises_checks():

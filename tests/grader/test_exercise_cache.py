@@ -1,5 +1,5 @@
-"""The cache exercise's grader (specdec/grading/cache_checks.py): the worked solution and the
-project's own KVCache pass, the skeleton fails on its NotImplementedError, and each broken
+"""The cache exercise's grader (specdec/grading/exercises/cache/checks.py): the worked solution and
+the project's own KVCache pass, the skeleton fails on its NotImplementedError, and each broken
 SlotCache is rejected with the hint its mistake calls for (matched by a few words)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from specdec.grading import grade
-from specdec.grading.cache_checks import SCRIPTS, Model, cache_families, random_scripts
-from specdec.grading.core import run_families
+from specdec.grading.engine.core import run_families
+from specdec.grading.engine.submission import Submission, load_submission
 from specdec.grading.exercises import exercise
-from specdec.grading.submission import Submission, load_submission
+from specdec.grading.exercises.cache.checks import SCRIPTS, Model, cache_families, random_scripts
 
 BROKEN = "tests/grader/broken_exercises_basic.py"
 CACHE = exercise("cache")

@@ -1,5 +1,5 @@
-"""The lookup exercise's grader (specdec/grading/lookup_checks.py): the worked solution and the
-project's own lookup pass, the skeleton fails naming NotImplementedError, and each broken
+"""The lookup exercise's grader (specdec/grading/exercises/lookup/checks.py): the worked solution
+and the project's own lookup pass, the skeleton fails naming NotImplementedError, and each broken
 variant is rejected with the hint that names its mistake (matched by a few words)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from specdec.grading import grade
-from specdec.grading.core import run_families
+from specdec.grading.engine.core import run_families
+from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises import exercise
-from specdec.grading.lookup_checks import CONTRACT, lookup_families, random_cases
-from specdec.grading.submission import Submission
+from specdec.grading.exercises.lookup.checks import CONTRACT, lookup_families, random_cases
 
 from . import broken_exercises_drafting as broken
 

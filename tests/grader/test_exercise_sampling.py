@@ -1,6 +1,6 @@
-"""The sampling exercise's grader (specdec/grading/sampling_checks.py): the worked solution and
-the project's own `probabilities` pass, the skeleton fails on its NotImplementedError, each
-broken sampling_distribution is rejected with the hint its mistake calls for, and the fixed
+"""The sampling exercise's grader (specdec/grading/exercises/sampling/checks.py): the worked
+solution and the project's own `probabilities` pass, the skeleton fails on its NotImplementedError,
+each broken sampling_distribution is rejected with the hint its mistake calls for, and the fixed
 cases hold the conventions the contract states (ties, the top-p boundary, the order)."""
 
 from __future__ import annotations
@@ -9,10 +9,15 @@ import numpy as np
 import pytest
 
 from specdec.grading import grade
-from specdec.grading.core import run_families
+from specdec.grading.engine.core import run_families
+from specdec.grading.engine.submission import Submission, load_submission
 from specdec.grading.exercises import exercise
-from specdec.grading.sampling_checks import CASES, expected, mistaken_rows, sampling_families
-from specdec.grading.submission import Submission, load_submission
+from specdec.grading.exercises.sampling.checks import (
+    CASES,
+    expected,
+    mistaken_rows,
+    sampling_families,
+)
 
 BROKEN = "tests/grader/broken_exercises_basic.py"
 SAMPLING = exercise("sampling")
@@ -106,7 +111,7 @@ def test_the_cases_hold_the_stated_conventions():
 
 
 def test_the_random_cases_mix_every_option():
-    from specdec.grading.sampling_checks import random_cases
+    from specdec.grading.exercises.sampling.checks import random_cases
 
     cases = random_cases()
     assert sum(c.temperature == 0 for c in cases) >= 10

@@ -1,7 +1,7 @@
-"""The speedup exercise's grader (specdec/grading/speedup_checks.py): the worked solution and
-the project's own formulas (specdec/costs.py) pass, the skeleton fails on its
-NotImplementedError, each broken plan_k is rejected with the hint its mistake calls for, and
-the contract's cost model is the one specdec/choose_k.py chooses k with."""
+"""The speedup exercise's grader (specdec/grading/exercises/speedup/checks.py): the worked solution
+and the project's own formulas (specdec/costs.py) pass, the skeleton fails on its
+NotImplementedError, each broken plan_k is rejected with the hint its mistake calls for, and the
+contract's cost model is the one specdec/choose_k.py chooses k with."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from specdec.grading import grade
-from specdec.grading.core import run_families
+from specdec.grading.engine.core import run_families
+from specdec.grading.engine.submission import Submission, load_submission
 from specdec.grading.exercises import exercise
-from specdec.grading.speedup_checks import CASES, MEASURED_V, expected, speedup_families
-from specdec.grading.submission import Submission, load_submission
+from specdec.grading.exercises.speedup.checks import CASES, MEASURED_V, expected, speedup_families
 
 BROKEN = "tests/grader/broken_exercises_basic.py"
 SPEEDUP = exercise("speedup")

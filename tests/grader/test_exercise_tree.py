@@ -1,7 +1,7 @@
-"""The tree exercise's grader (specdec/grading/tree_checks.py): the worked solution and the
-project's own verify_tree pass, the skeleton fails naming NotImplementedError, each broken
-variant is rejected with the hint that names its mistake (matched by a few words), and an
-exact rule that keeps fewer candidates is rejected by the rule family only, as exact.
+"""The tree exercise's grader (specdec/grading/exercises/tree/checks.py): the worked solution and
+the project's own verify_tree pass, the skeleton fails naming NotImplementedError, each broken
+variant is rejected with the hint that names its mistake (matched by a few words), and an exact rule
+that keeps fewer candidates is rejected by the rule family only, as exact.
 
 The grader's own expectations are tested too: its enumerated law of the contract's walk is
 the target's law on every sampled case (so a correct submission cannot be failed by a wrong
@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from specdec.grading import grade
-from specdec.grading.core import run_families
+from specdec.grading.engine.core import run_families
+from specdec.grading.engine.report import text_report
+from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises import exercise
-from specdec.grading.report import text_report
-from specdec.grading.submission import Submission
-from specdec.grading.tree_cases import TREE_CASES, rule_laws, target_law
-from specdec.grading.tree_checks import exact_cases, revise_tree_hints, tree_families
-from specdec.grading.tree_walk import CONTRACT, MISTAKES, rule_law
+from specdec.grading.exercises.tree.cases import TREE_CASES, rule_laws, target_law
+from specdec.grading.exercises.tree.checks import exact_cases, revise_tree_hints, tree_families
+from specdec.grading.exercises.tree.walk import CONTRACT, MISTAKES, rule_law
 
 from . import broken_exercises_drafting as broken
 

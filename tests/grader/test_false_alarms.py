@@ -15,11 +15,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from specdec.grading.laws import compare, target_joint_law, verify_joint_law
-from specdec.grading.loop_checks import QUICK_LOOK, SAMPLED, case_laws
-from specdec.grading.verify_exact import ZERO_N, ZERO_P
-from specdec.grading.verify_joint import fixed_rows
-from specdec.grading.verify_tables import RandomTable
+from specdec.grading.engine.laws import compare, target_joint_law, verify_joint_law
+from specdec.grading.exercises.loop.checks import QUICK_LOOK, SAMPLED, case_laws
+from specdec.grading.exercises.verify.exact import ZERO_N, ZERO_P
+from specdec.grading.exercises.verify.joint import fixed_rows
+from specdec.grading.exercises.verify.tables import RandomTable
 
 REPLICATES = 2000
 

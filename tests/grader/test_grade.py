@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 
 from specdec.grading import grade
-from specdec.grading.config import GradingConfig
-from specdec.grading.core import ALPHA, Family, run_families
-from specdec.grading.loop_checks import loop_families
-from specdec.grading.report import text_report
-from specdec.grading.submission import Submission, load_submission
-from specdec.grading.verify_checks import revise_verify_hints, verify_families
+from specdec.grading.engine.config import GradingConfig
+from specdec.grading.engine.core import ALPHA, Family, run_families
+from specdec.grading.engine.report import text_report
+from specdec.grading.engine.submission import Submission, load_submission
+from specdec.grading.exercises.loop.checks import loop_families
+from specdec.grading.exercises.verify.checks import revise_verify_hints, verify_families
 from specdec.oracle.broken import VARIANTS
 
 from . import alternatives, more_broken
@@ -154,7 +154,7 @@ FIXED_ROWS_HINTS = {
 
 @pytest.mark.parametrize("name", sorted(FIXED_ROWS_HINTS))
 def test_the_joint_law_diagnosis_reads_the_pattern(name):
-    from specdec.grading.verify_joint import fixed_check
+    from specdec.grading.exercises.verify.joint import fixed_check
 
     function = (CATALOGUE_VERIFIES | NEW_VERIFIES)[name]
     _, failure = first_failure(function, "verify", [Family("fixed", "", [fixed_check()])])
@@ -286,7 +286,7 @@ def test_a_crash_inside_the_reference_loop_is_not_blamed_on_the_grader(tmp_path)
 def test_the_rows_handed_over_are_float64_and_sum_to_one():
     # the loop's rows are float32 (sums off by ~1e-8, which rng.choice refuses): verify gets
     # float64 rows normalised to sum 1, so rng.choice(V, p=row) works on every row
-    from specdec.grading.submission import call_verify
+    from specdec.grading.engine.submission import call_verify
 
     seen = []
 
@@ -413,8 +413,8 @@ def test_a_bad_spec_says_what_is_wrong(spec, message):
 def test_the_exact_cases_are_certain():
     # every exact case's expected outcome is the only one the rule allows: checked against the
     # hand-written law, so a wrong expectation cannot make a correct verify fail
-    from specdec.grading.laws import verify_joint_law
-    from specdec.grading.verify_exact import exact_checks
+    from specdec.grading.engine.laws import verify_joint_law
+    from specdec.grading.exercises.verify.exact import exact_checks
 
     assert len(exact_checks()) == 4
     P = np.array([[0.0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3]])
@@ -549,7 +549,7 @@ TORCH_VERIFY = textwrap.dedent(
 
 def test_torchs_global_generator_is_caught_and_the_seeding_recipe_passes(tmp_path):
     pytest.importorskip("torch")
-    from specdec.grading.verify_checks import randomness_checks
+    from specdec.grading.exercises.verify.checks import randomness_checks
 
     (tmp_path / "seeded.py").write_text(TORCH_VERIFY)
     (tmp_path / "global_.py").write_text(

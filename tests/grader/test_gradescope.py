@@ -1,4 +1,4 @@
-"""The Gradescope autograder (specdec/grading/gradescope.py), end to end: the zip is built,
+"""The Gradescope autograder (specdec/grading/delivery/gradescope.py), end to end: the zip is built,
 unpacked into a temporary tree laid out as Gradescope lays out /autograder (source/,
 submission/, results/), and its `run_autograder` is run as Gradescope runs it. results.json
 must be written in every case, with a score and a plain reason."""
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec.grading.config import DEFAULT_WEIGHTS, GradingConfig, load_config
+from specdec.grading.engine.config import DEFAULT_WEIGHTS, GradingConfig, load_config
 
 from . import zips
 from .test_grade import WRONG_VERIFY
@@ -31,7 +31,7 @@ def build_zip(tmp: Path, toml: str = "", *options: str) -> Path:
         [
             sys.executable,
             "-m",
-            "specdec.grading.gradescope",
+            "specdec.grading.delivery.gradescope",
             "build",
             str(out),
             "--config",
@@ -69,7 +69,7 @@ def test_the_zip_holds_gradescopes_files_and_the_grader(autograder):
         config = json.loads(archive.read("config.json"))
     assert {"setup.sh", "run_autograder", "requirements.txt", "config.json"} <= names
     assert {
-        "specdec/grading/verify_checks.py",
+        "specdec/grading/exercises/verify/checks.py",
         "specdec/standins.py",
         "reference/speculative.py",
     } <= names

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec.grading.worker_setup import FREE_IDS, WORKER_USER
+from specdec.grading.engine.worker_setup import FREE_IDS, WORKER_USER
 
 from .hostile_catalogue import (
     CATALOGUE,
@@ -183,7 +183,7 @@ class ClassRun:
 def start_class(folder: Path, out: Path, limit_s: float) -> subprocess.Popen:
     argv = [str(folder), "--exercise", "verify", "--jobs", "2", "--timeout", str(limit_s)]
     return subprocess.Popen(
-        [sys.executable, "-m", "specdec.grading.classroom", *argv, "--out", str(out)],
+        [sys.executable, "-m", "specdec.grading.delivery.classroom", *argv, "--out", str(out)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -1,5 +1,5 @@
-"""The grader's expected laws (specdec/grading/laws.py) are written apart from the reference; these
-exact (float64) tests hold them against the reference's helpers and against the theorem they
+"""The grader's expected laws (specdec/grading/engine/laws.py) are written apart from the reference;
+these exact (float64) tests hold them against the reference's helpers and against the theorem they
 must satisfy, so that neither side can drift alone."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from reference.sampling import SamplingParams, probabilities
 from reference.verification import verify_law
-from specdec.grading.laws import (
+from specdec.grading.engine.laws import (
     ModelRows,
     generation_law,
     loop_joint_law,
@@ -20,9 +20,9 @@ from specdec.grading.laws import (
     transformed,
     verify_joint_law,
 )
-from specdec.grading.loop_checks import SAMPLED, case_laws, tiny_pair
-from specdec.grading.verify_joint import AB_P, AB_Q, fixed_rows
-from specdec.grading.verify_tables import RandomTable
+from specdec.grading.exercises.loop.checks import SAMPLED, case_laws, tiny_pair
+from specdec.grading.exercises.verify.joint import AB_P, AB_Q, fixed_rows
+from specdec.grading.exercises.verify.tables import RandomTable
 
 
 def close(a: dict, b: dict, atol: float = 1e-12) -> bool:
@@ -115,7 +115,7 @@ def test_drafts_completed_by_the_target_follow_the_targets_law():
     q_rows = RandomTable(3, seed=12, copy=p_rows, copy_frac=0.3)
     k = 2
     completed: dict = {}
-    from specdec.grading.laws import drafts_with_weight
+    from specdec.grading.engine.laws import drafts_with_weight
 
     for drafts, w in drafts_with_weight(q_rows, (), k):
         P = np.stack([p_rows(drafts[:i]) for i in range(k + 1)])

@@ -19,9 +19,9 @@ import pytest
 from reference.kv_cache import KVCache
 from reference.verification import verify
 from specdec.grading import grade
-from specdec.grading.core import run_families
-from specdec.grading.loop_checks import loop_crash_hint, loop_families
-from specdec.grading.submission import Submission, load_submission
+from specdec.grading.engine.core import run_families
+from specdec.grading.engine.submission import Submission, load_submission
+from specdec.grading.exercises.loop.checks import loop_crash_hint, loop_families
 
 from . import broken_loops_exercise as broken
 

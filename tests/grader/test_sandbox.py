@@ -1,5 +1,5 @@
-"""The worker a submitted file runs in (specdec/grading/sandbox.py, worker.py): its format, what
-it lets through, what it refuses. The attacks themselves are tests/grader/test_hostile.py's."""
+"""The worker a submitted file runs in (specdec/grading/engine/sandbox.py, worker/): its format,
+what it lets through, what it refuses. The attacks themselves are tests/grader/test_hostile.py's."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from specdec.grading import wire
-from specdec.grading.sandbox import RemoteError, Sandbox, WorkerEnded
-from specdec.grading.submission import load_submission
+from specdec.grading.engine.sandbox import RemoteError, Sandbox, WorkerEnded
+from specdec.grading.engine.submission import load_submission
+from specdec.grading.engine.worker import wire
 
 
 @contextlib.contextmanager

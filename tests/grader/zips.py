@@ -15,8 +15,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+from specdec.grading.delivery.gradescope import build
 from specdec.grading.exercises import exercise
-from specdec.grading.gradescope import build
 
 REPO = Path(__file__).resolve().parents[2]
 

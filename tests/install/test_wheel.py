@@ -30,7 +30,7 @@ def test_the_wheel_carries_the_models_and_the_course(installed):
         "specdec/notebooks/exercises/my_verify.py",
         "specdec/notebooks/exercises/solutions/verify_solution.py",
         "specdec/grading/grading.toml",
-        "gpu/kernels.cu",
+        "gpu/device/kernels.cu",
     ):
         assert needed in names, f"the wheel lacks {needed}"
     top = {name.split("/")[0] for name in names if "dist-info" not in name}

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from specdec.grading.core import Family, run_families
-from specdec.grading.submission import Submission
-from specdec.grading.verify_checks import verify_families
-from specdec.grading.verify_exact import exact_checks
-from specdec.grading.verify_joint import ab_checks, fixed_check
+from specdec.grading.engine.core import Family, run_families
+from specdec.grading.engine.submission import Submission
+from specdec.grading.exercises.verify.checks import verify_families
+from specdec.grading.exercises.verify.exact import exact_checks
+from specdec.grading.exercises.verify.joint import ab_checks, fixed_check
 
 from .samplers import gpt_fast_verify, transformers_ensemble_verify, transformers_verify
 

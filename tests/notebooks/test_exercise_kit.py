@@ -1,4 +1,4 @@
-"""The course kit as a whole: one exercise per idea (specdec/grading/exercises.py), each with a
+"""The course kit as a whole: one exercise per idea (specdec/grading/exercises/), each with a
 skeleton that states its contract and names its grade command, a solution, a link from the
 notebook that teaches the idea, and instructions in both languages.
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec.grading.config import DEFAULT_WEIGHTS, FAMILIES
+from specdec.grading.engine.config import DEFAULT_WEIGHTS, FAMILIES
 from specdec.grading.exercises import EXERCISE_DIR, EXERCISES, listing
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu.backend import backend_name
+from gpu.device.backend import backend_name
 
 
 def pytest_report_header(config) -> list[str]:

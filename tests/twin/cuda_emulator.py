@@ -1,4 +1,4 @@
-"""Runs gpu/kernels.cu on the CPU: every CUDA thread of a block is a host thread.
+"""Runs gpu/device/kernels.cu on the CPU: every CUDA thread of a block is a host thread.
 
 The twin's kernels cannot be run without a GPU, but they can be run as written: each
 `extern "C" __global__` kernel is compiled by the host's C++ compiler next to a small
@@ -6,12 +6,12 @@ harness in which `threadIdx` / `blockIdx` are per-thread variables, `__shared__`
 one static array per kernel (blocks run one after another), and `__syncthreads()` is a
 `std::barrier` across the block's threads. A launch runs the grid's blocks in turn on
 blockDim host threads, taken from a pool started once. What this checks: the kernels' index
-arithmetic, their barriers, their arithmetic and the argument lists gpu/fused.py builds
+arithmetic, their barriers, their arithmetic and the argument lists gpu/device/fused.py builds
 (each argument's C type is checked against the array's dtype or the scalar's NumPy type).
 What it cannot check: warp timing and the device's own float rounding (compare with a
 tolerance).
 
-`Emulator.launch(plan)` runs a `gpu.kernel_module.Plan` in place on NumPy arrays.
+`Emulator.launch(plan)` runs a `gpu.device.kernels.Plan` in place on NumPy arrays.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpu.kernel_module import MAX_HS, MAX_ROWS, MAX_S, SOURCE, Plan
+from gpu.device.kernels import MAX_HS, MAX_ROWS, MAX_S, SOURCE, Plan
 
 HARNESS = r"""
 #include <algorithm>
@@ -135,7 +135,7 @@ def compiler() -> str | None:
 
 
 class Emulator:
-    """gpu/kernels.cu built for the host (once per source, in `build_dir`)."""
+    """gpu/device/kernels.cu built for the host (once per source, in `build_dir`)."""
 
     def __init__(self, build_dir: Path) -> None:
         source = SOURCE.read_text()

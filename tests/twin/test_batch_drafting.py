@@ -1,10 +1,8 @@
-"""Batched drafting in the twin's ragged batch (gpu/batch_drafting.py, gpu/batch.py): every
-row's draft model steps in one pass, host proposals in one copy, and the same results as
-each row drafting with its own drafter."""
+"""Batched drafting in the twin's ragged batch (gpu/device/batch_drafting.py, gpu/batch.py):
+every row's draft model steps in one pass, host proposals in one copy, and the same results
+as each row drafting with its own drafter."""
 
 from __future__ import annotations
-
-from functools import partial
 
 import numpy as np
 import pytest
@@ -12,12 +10,14 @@ import pytest
 import gpu
 import reference
 from gpu import batch as twin_batch
-from gpu.backend import counting_launches, to_host, xp
-from gpu.batch_drafting import BatchModelDrafter, batch_drafting
+from gpu.batch import batch_drafting
+from gpu.device.backend import counting_launches, to_host, xp
+from gpu.device.batch_drafting import BatchModelDrafter
 from gpu.verification import decide, decide_rows
-from reference.batch import run_batch_rounds
+from reference.batch import record_rounds
 from reference.lookup import LookupDrafter
 from reference.sampling import GREEDY, SamplingParams
+from reference.speculative import Run
 
 PROMPTS = [  # ragged: 1 to 60 tokens
     b"def area(self):\n    return self.w",
@@ -34,26 +34,27 @@ def ids(text: bytes) -> np.ndarray:
 
 def run(target, drafters, prompts, drafting, *, k, max_new_tokens, seed, sampling, eos_id=None):
     # the twin's batched loop with a given drafting -> (results, every round of every row)
+    rng, prompts = np.random.default_rng(seed), [ids(p) for p in prompts]
+    cache = twin_batch.new_batch_cache(target, len(prompts))
+    twin_batch.batched_prefill(target, cache, drafters, prompts, drafting=drafting)
+    runs = [Run(prompt, k, max_new_tokens, eos_id, trace=False) for prompt in prompts]
     rounds = []
+    while not all(r.finished for r in runs):
+        k_rounds = [None if r.finished else r.next_k() for r in runs]
+        contexts = [r.context for r in runs]
+        rounds.append(
+            twin_batch.drafted_round(
+                drafting, target, cache, drafters, contexts, k_rounds, sampling, rng
+            )
+        )
+        record_rounds(runs, rounds[-1])
+    return [r.result() for r in runs], rounds
 
-    def round_fn(*args):
-        rounds.append(twin_batch.drafted_round(drafting, *args))
-        return rounds[-1]
 
-    results = run_batch_rounds(
-        target,
-        drafters,
-        [ids(p) for p in prompts],
-        k,
-        max_new_tokens,
-        np.random.default_rng(seed),
-        sampling,
-        eos_id,
-        new_cache=twin_batch.new_batch_cache,
-        prefill=partial(twin_batch.batched_prefill, drafting=drafting),
-        round_fn=round_fn,
-    )
-    return results, rounds
+def batched(drafters) -> BatchModelDrafter:
+    # the rows' drafters drafting together, in a batch cache of their draft model
+    model = drafters[0].model
+    return BatchModelDrafter(drafters, twin_batch.new_batch_cache(model, len(drafters)))
 
 
 def both_ways(pair, prompts=PROMPTS, **kw):
@@ -61,7 +62,7 @@ def both_ways(pair, prompts=PROMPTS, **kw):
     target, draft = gpu.GPT(pair[0].config, pair[0].params), pair[1]
     together = [gpu.ModelDrafter(draft) for _ in prompts]
     alone = [gpu.ModelDrafter(draft) for _ in prompts]
-    ours = run(target, together, prompts, BatchModelDrafter(together), **kw)
+    ours = run(target, together, prompts, batched(together), **kw)
     theirs = run(target, alone, prompts, twin_batch.RowDrafting(alone), **kw)
     return ours, theirs
 
@@ -88,7 +89,7 @@ def test_greedy_batched_drafting_equals_the_reference(pair):
     kw = dict(k=4, max_new_tokens=12, sampling=GREEDY, eos_id=10)
     twin = gpu.GPT(target.config, target.params)
     drafters = [gpu.ModelDrafter(draft) for _ in PROMPTS]
-    ours, rounds = run(twin, drafters, PROMPTS, BatchModelDrafter(drafters), seed=0, **kw)
+    ours, rounds = run(twin, drafters, PROMPTS, batched(drafters), seed=0, **kw)
     theirs = reference.speculative_generate_batch(
         target,
         [reference.ModelDrafter(draft) for _ in PROMPTS],
@@ -266,7 +267,7 @@ def test_batched_drafting_makes_no_hidden_sync(pair):
             target,
             drafters,
             PROMPTS,
-            BatchModelDrafter(drafters),
+            batched(drafters),
             k=3,
             max_new_tokens=6,
             seed=0,

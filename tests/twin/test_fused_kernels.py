@@ -1,8 +1,8 @@
-"""The fused kernels (gpu/kernels.cu), run as written on the CPU, against their NumPy bodies.
+"""The fused kernels (gpu/device/kernels.cu), run as written on the CPU, against their NumPy bodies.
 
 No GPU is needed: tests/twin/cuda_emulator.py compiles the CUDA source with the host's C++
 compiler (one host thread per CUDA thread, barriers for __syncthreads) and runs the exact
-plans gpu/fused.py would launch on a device -- grid, block, argument list and types. Each
+plans gpu/device/fused.py would launch on a device -- grid, block, argument list and types. Each
 kernel is compared with the body NumPy mode runs (the unfused xp composition) on the cases
 where a kernel goes wrong: ties, NaN, masks, a cache with history, a rejection, p == q.
 Then a whole tiny twin runs its loops with every fused call going through the emulator
@@ -12,6 +12,7 @@ is also compiled for the H200's architecture (sm_90): what the device's NVRTC wi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import subprocess
@@ -19,9 +20,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from gpu import fused, kernel_module
-from gpu.backend import ON_DEVICE
-from gpu.kernel_module import MAX_ROWS, SOURCE, Plan
+from gpu import sampling, verification
+from gpu.device import fused, kernels
+from gpu.device.backend import ON_DEVICE
+from gpu.device.kernels import MAX_ROWS, SOURCE, KernelMode, Plan
 from gpu.kv_cache import KVCache
 from reference.sampling import GREEDY, SamplingParams
 from tests.twin.cuda_emulator import Emulator, compiler
@@ -148,7 +150,7 @@ def run_pick(emulator, logits, params, u, on_device: bool):
         np.zeros(R, np.int64),
     )
     args = (logits, params, u, probs, tokens, finite)
-    emulator.launch(fused.pick_plan(*args)) if on_device else fused.pick_body(*args)
+    emulator.launch(fused.pick_plan(*args)) if on_device else sampling.pick_body(*args)
     return probs, tokens, finite
 
 
@@ -174,7 +176,7 @@ def test_pick_packs_the_autoregressive_token_and_flag_with_a_scalar_uniform(emul
     logits = rows(rng, 1, 257)
     for params in (GREEDY, SamplingParams(temperature=1.2)):
         packed = [np.zeros(2, np.int64), np.zeros(2, np.int64)]
-        fused.pick_body(logits, params, 0.4, None, packed[0][:1], packed[0][1:])
+        sampling.pick_body(logits, params, 0.4, None, packed[0][:1], packed[0][1:])
         emulator.launch(fused.pick_plan(logits, params, 0.4, None, packed[1][:1], packed[1][1:]))
         np.testing.assert_array_equal(packed[1], packed[0])
 
@@ -196,7 +198,7 @@ def test_decide_packed_matches_its_body(emulator, case):
         u[2] = 0.99999999  # ... and a uniform above it
     if case == "NaN":
         q[1, 3] = np.nan
-    want = fused.decide_body(p, q, x, u)
+    want = verification.decide_body(p, q, x, u)
     plan = fused.decide_plan(p, q, x, u)
     emulator.launch(plan)
     np.testing.assert_array_equal(plan.result, want)
@@ -216,8 +218,8 @@ def kernels_in_the_emulator(emulator, monkeypatch):
         def get_function(self, name):
             return lambda grid, block, args: emulator.launch(Plan(name, grid, block, args, None))
 
-    monkeypatch.setattr(kernel_module, "KERNELS_ON", True)
-    monkeypatch.setattr(kernel_module, "compiled_module", lambda: Module())
+    monkeypatch.setattr(kernels, "mode", KernelMode(on=True, why_off=""))
+    monkeypatch.setattr(kernels, "compiled_module", lambda: Module())
 
 
 def test_a_twin_running_the_kernels_emits_the_references_tokens(kernels_in_the_emulator):
@@ -234,8 +236,8 @@ def test_a_twin_running_the_kernels_emits_the_references_tokens(kernels_in_the_e
 
     target, draft = model(2, 32, 0), model(1, 16, 1)
     prompt = np.array([3, 1, 4, 1, 5], dtype=np.int64)
-    twin = gpu.GPT(target.config, target.params)  # built with the kernels on: wte_rows too
-    assert twin.wte_rows is not None
+    twin = gpu.GPT(target.config, target.params)
+    assert twin.wte_rows() is not None  # the output layer's row-major copy, for the kernel
     want = reference_generate(target, prompt, max_new_tokens=6, rng=np.random.default_rng(0))
     got = gpu.generate(twin, prompt, max_new_tokens=6, rng=np.random.default_rng(0))
     assert got == want
@@ -250,9 +252,41 @@ def test_a_twin_running_the_kernels_emits_the_references_tokens(kernels_in_the_e
     assert list(ours.tokens) == list(theirs.tokens)
 
 
+def test_the_kernel_mode_is_read_at_each_call_not_when_a_model_is_built(kernels_in_the_emulator):
+    """Kernels on or off is decided at every fused call: a twin built with them on, then run
+    with them off, gives what a twin built with them off gives, and the other way round --
+    no half-on state (the output layer's row-major copy is made when a kernel first needs
+    it, not at construction)."""
+    import gpu
+    from reference.config import GPTConfig
+    from reference.model import init_params
+
+    cfg = GPTConfig(n_vocab=40, n_ctx=32, n_embd=32, n_head=2, n_layer=2)
+    params = init_params(cfg, np.random.default_rng(0), std=0.3)
+    built_on = gpu.GPT(cfg, params)
+    with kernels.kernels_off("built off"):
+        built_off = gpu.GPT(cfg, params)
+    prompt, step = np.array([3, 1, 4, 1, 5]), np.array([9])
+
+    def run(model):
+        # a pass of 5 rows and a one-token step: fused blocks, the fused output layer
+        cache = model.new_cache()
+        first = model.forward(prompt, cache)
+        cache.commit(len(prompt))
+        return np.concatenate([first, model.forward(step, cache)])
+
+    for mode in ("on", "off"):
+        with kernels.kernels_off("run off") if mode == "off" else contextlib.nullcontext():
+            assert kernels.kernels_on() == (mode == "on")
+            np.testing.assert_array_equal(run(built_off), run(built_on), err_msg=mode)
+    assert built_on.wte_rows() is not None and built_off.wte_rows() is not None
+    with kernels.kernels_off("a test"):
+        assert built_on.wte_rows() is None  # nothing for a kernel to read: none runs
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no CUDA compiler (nvcc) on this machine")
 def test_the_kernels_compile_for_the_h200(tmp_path):
-    defines = [f"-D{n}={getattr(kernel_module, n)}" for n in ("MAX_ROWS", "MAX_S", "MAX_HS")]
+    defines = [f"-D{n}={getattr(kernels, n)}" for n in ("MAX_ROWS", "MAX_S", "MAX_HS")]
     done = subprocess.run(
         ["nvcc", "-arch=sm_90", "-cubin", *defines, "-o", str(tmp_path / "k.cubin"), str(SOURCE)],
         capture_output=True, text=True,
@@ -271,7 +305,7 @@ def test_the_preflights_kernel_check_passes_on_the_emulator(kernels_in_the_emula
     spec.loader.exec_module(preflight)
     preflight.fused_kernels()
     assert "ok    fused kernels: compiled in" in capsys.readouterr().out
-    assert kernel_module.KERNELS_ON  # nothing was turned off
+    assert kernels.kernels_on()  # nothing was turned off
 
 
 def test_the_bench_times_the_unfused_twin_only_where_the_kernels_run(kernels_in_the_emulator):
@@ -281,7 +315,7 @@ def test_the_bench_times_the_unfused_twin_only_where_the_kernels_run(kernels_in_
     prompts = held_out_code_prompts(1)
     rate = gpu_bench.unfused_rate(prompts, 2, 4, "model", None)  # the bodies: nothing emulated
     assert rate is not None and rate > 0
-    assert kernel_module.KERNELS_ON, "the kernels must be back on after the unfused row"
-    with kernel_module.kernels_off("a test"):
+    assert kernels.kernels_on(), "the kernels must be back on after the unfused row"
+    with kernels.kernels_off("a test"):
         assert gpu_bench.unfused_rate(prompts, 2, 4, "model", None) is None
-        assert kernel_module.kernel_state() == "off (a test)"
+        assert kernels.kernel_state() == "off (a test)"

@@ -2,10 +2,10 @@
 
 At the bundled pair's size a GPU step is priced by the device operations Python queues
 (kernel launches and copies, microseconds each), not by its FLOPs, so a change that adds
-launches makes the twin slower on every device. `gpu.backend.counting_launches()` runs the
-twin on a stand-in for a device (gpu/standin.py) that counts them, on any machine. This file
+launches makes the twin slower on every device. `gpu.device.backend.counting_launches()` runs the
+twin on a stand-in for a device (gpu/device/counting.py) that counts them, on any machine. This file
 is a ratchet: each count must stay within RATCHET of the budget recorded below (measured
-with the fused kernels of gpu/kernels.cu; docs/gpu.md "The launch budget" has the counts
+with the fused kernels of gpu/device/kernels.cu; docs/gpu.md "The launch budget" has the counts
 before them), and a count that falls well below its budget fails too, asking for the budget
 to follow it down, so that a gain is kept. The design's targets -- at most 60 launches per
 emitted token (greedy, k = 5, batch 1) and 40 per autoregressive token -- are asserted too.
@@ -20,7 +20,7 @@ import pytest
 
 import gpu
 import gpu.speculative
-from gpu.backend import counting_launches, counting_transfers, to_device, to_host, xp
+from gpu.device.backend import counting_launches, counting_transfers, to_device, to_host, xp
 from reference.model import gelu as reference_gelu
 from reference.sampling import GREEDY
 
@@ -132,7 +132,7 @@ def test_speculative_rounds_stay_within_budget(runs, pair):
 
 
 def test_the_stand_in_counts_launches_as_a_device_would_run_them():
-    """The counting rules of gpu/standin.py on small cases: operations launch, views are
+    """The counting rules of gpu/device/counting.py on small cases: operations launch, views are
     free, a fused kernel is one launch, and the one sanctioned transfer is counted twice
     over: as a launch (the copy) and as a transfer (the host sync)."""
     with counting_launches() as log:

@@ -1,10 +1,10 @@
 """No hidden host syncs: the twin runs on a strict CuPy-like array and never turns a device
 value into a host value outside its one sanctioned transfer.
 
-`counting_transfers()` counts the transfers made through `gpu.backend.to_host`; it cannot see
+`counting_transfers()` counts the transfers made through `gpu.device.backend.to_host`; it cannot see
 an implicit one -- `int(x)`, `if x:`, `np.asarray(x)`, `x.item()`, `x.tolist()`, a `for`
 over x, a boolean-mask index -- each of which, on a GPU, waits for the device. Inside
-`counting_launches(strict=True)` the twin's arrays are the stand-in's (gpu/standin.py),
+`counting_launches(strict=True)` the twin's arrays are the stand-in's (gpu/device/counting.py),
 which raise HiddenSyncError on every one of them, so each run below fails at the line that
 would sync. Covered: the autoregressive loop, the chain loop with every drafter (the draft
 model, lookup, hybrid, early exit, extra heads) greedy and sampled, the options that pay for
@@ -27,8 +27,8 @@ import pytest
 import gpu
 import gpu.tree as twin_tree
 import reference
-from gpu.backend import counting_launches, counting_transfers, to_device
-from gpu.standin import DeviceArray, HiddenSyncError, HostArrayError
+from gpu.device.backend import counting_launches, counting_transfers, to_device
+from gpu.device.counting import DeviceArray, HiddenSyncError, HostArrayError
 from reference.sampling import GREEDY, SamplingParams
 from reference.tree import POINT, SAMPLED, WITHOUT_REPLACEMENT
 from specdec.bundled import SELF_DRAFT_DIR, load_exit_head, load_heads
@@ -193,7 +193,7 @@ CONVERSIONS = {
     "a Python index": lambda x: [1, 2, 3][x[0]],
     "a format spec": lambda x: f"{x[0]:.2f}",
     "a boolean mask": lambda x: x[x > 1],
-    "nonzero": lambda x: gpu.backend.xp.nonzero(x),
+    "nonzero": lambda x: gpu.device.backend.xp.nonzero(x),
 }
 
 

@@ -7,8 +7,10 @@ import pytest
 
 import gpu
 import reference
-from gpu.backend import counting_transfers, to_host
+from gpu.device.backend import counting_transfers, to_host
 from reference.sampling import GREEDY, SamplingParams
+from reference.verification import verify
+from specdec.timing import StageClock
 
 PROMPTS = [
     b"def area(self):\n    return self.w",
@@ -78,3 +80,39 @@ def test_batched_forward_rows_equal_the_references(pair):
         gpu.batched_forward(
             twin, np.array([[1, 2], [999, 1], [3, 0]]), np.array([2, 1, 1]), ours_cache
         )
+
+
+def test_the_twin_batch_has_the_single_loops_trace_clock_and_verify(pair):
+    """The batch is the single loop's `Run` per row on the twin too (issue 30): a trace per
+    row on the host, a clock charged per stage, and another verify run on the host in every
+    row, with the tokens of the twin's own verify at greedy."""
+    target, draft = pair
+    prompts = [ids(t) for t in PROMPTS]
+    calls, clock = [], StageClock()
+
+    def counted(p, q, tokens, rng):
+        calls.append(len(tokens))
+        return verify(p, q, tokens, rng)
+
+    def run(**kw):
+        return gpu.speculative_generate_batch(
+            gpu.GPT(target.config, target.params),
+            [gpu.ModelDrafter(draft) for _ in prompts],
+            prompts,
+            k=3,
+            max_new_tokens=24,
+            rng=np.random.default_rng(0),
+            sampling=GREEDY,
+            **kw,
+        )
+
+    ours = run(trace=True, verify_fn=counted, clock=clock)
+    theirs = run()
+    assert [r.tokens for r in ours] == [r.tokens for r in theirs]
+    assert len(calls) == sum(r.stats.rounds for r in ours)
+    rounds = max(r.stats.rounds for r in ours)
+    assert [clock.calls[s] for s in ("draft", "target", "verify", "other")] == [rounds] * 4
+    for r in ours:
+        assert len(r.trace) == r.stats.rounds
+        assert [t for rnd in r.trace for t in rnd.emitted] == r.tokens
+        assert isinstance(r.trace[0].p_rows, np.ndarray)  # copied to the host

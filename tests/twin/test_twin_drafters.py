@@ -11,7 +11,7 @@ import gpu
 import gpu.tree as twin_tree
 import reference
 import reference.tree as ref_tree
-from gpu.backend import counting_transfers, to_host
+from gpu.device.backend import counting_transfers, to_host
 from gpu.drafters import as_twin_drafter
 from reference import drafters as ref_drafters
 from reference.sampling import GREEDY, SamplingParams

@@ -8,7 +8,7 @@ import pytest
 
 import gpu
 import reference
-from gpu.backend import counting_transfers, to_device, to_host
+from gpu.device.backend import counting_transfers, to_device, to_host
 from gpu.verification import decide
 from reference.sampling import GREEDY, SamplingParams
 
@@ -55,7 +55,7 @@ def test_greedy_twin_equals_the_reference_token_for_token(pair, greedy_tokens, k
 
 
 def test_one_device_to_host_transfer_per_round(pair):
-    """Counted through gpu.backend.to_host, the helper the GPU mode uses: a round brings back
+    """Counted through gpu.device.backend.to_host, the helper the GPU mode uses: a round brings back
     (accepted, token, drafts, finite) in one copy, greedy and sampled, and the autoregressive
     baseline one per token."""
     target, draft = pair

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from specdec.cli import main, parse_list
+from specdec.cli import main
+from specdec.cli.options import parse_list
 
 
 def test_demo_prints_the_text_the_rounds_and_the_statistics(capsys):

@@ -10,11 +10,11 @@ import argparse
 import numpy as np
 import pytest
 
-import specdec.cli as cli
 from reference import GPT, GPTConfig, init_params
 from reference.speculative import SpeculativeStats
 from reference.weights import save_gpt2
-from specdec.cli import build_parser, main, unescape
+from specdec.cli import bench, build_parser, demo, main, methods
+from specdec.cli.demo import unescape
 from specdec.report import MARKS, render_marked, stats_table
 
 
@@ -39,8 +39,10 @@ def no_work(monkeypatch):
     def load(*args, **kwargs):
         raise AssertionError("a model was loaded before the options were checked")
 
-    monkeypatch.setattr(cli, "load_pair", load)
-    monkeypatch.setattr(cli, "load_plain_pair", load)
+    for command in (demo, bench, methods):  # each command module's own name for a loader
+        for name in ("load_pair", "load_plain_pair"):
+            if hasattr(command, name):
+                monkeypatch.setattr(command, name, load)
 
 
 # ---------------------------------------------------------------- checkpoint folders
@@ -152,8 +154,8 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "cmd_demo", interrupted)
-    monkeypatch.setattr(cli, "cmd_bench", interrupted)
+    monkeypatch.setattr(demo, "cmd_demo", interrupted)
+    monkeypatch.setattr(bench, "cmd_bench", interrupted)
     refused(capsys, ["demo", "--random"], "specdec: interrupted", code=130)
 
 
@@ -313,7 +315,6 @@ def test_bench_names_the_machine_in_its_report_and_json(tmp_path, capsys):
 def test_bench_random_transformers_row_uses_the_same_random_weights(capsys, tmp_path, monkeypatch):
     """With --random, transformers gets the random pair itself (saved for the run), never
     the bundled pair or another model."""
-    import specdec.bench
     from reference.weights import load_gpt2
 
     seen = {}
@@ -334,7 +335,7 @@ def test_bench_random_transformers_row_uses_the_same_random_weights(capsys, tmp_
             "ratio_max": 1.0,
         }
 
-    monkeypatch.setattr(specdec.bench, "run_transformers_rows", fake_row)
+    monkeypatch.setattr(bench, "run_transformers_rows", fake_row)
     argv = [a for a in BENCH if a != "--no-transformers"] + ["--out", str(tmp_path)]
     assert main(argv) == 0
     assert "specdec-random-" in str(seen["t"]) and not seen["t"].exists()  # cleaned up

@@ -13,11 +13,13 @@ import pytest
 
 import gpu
 from gpu import model as twin_model
-from gpu.backend import to_host
+from gpu.device.backend import to_host
 from reference import GPT, GPTConfig, init_params
 from reference import model as plain_model
-from reference.batch import batched_forward, new_batch_cache
+from reference.batch import batch_placement, batched_forward, new_batch_cache
+from reference.model import causal_placement
 from reference.tree import chain_parents, tree_forward
+from reference.tree.forward import tree_placement
 from specdec import fast_cpu
 from specdec.fast_cpu import fast
 
@@ -44,11 +46,11 @@ def test_one_attention_per_backend():
                 found.append(f"{path.relative_to(ROOT)}: {line.strip()[:40]}")
     names = sorted(f.split(": ")[0] for f in found)
     assert names == [
-        "gpu/fused.py",
-        "gpu/fused.py",
-        "gpu/fused.py",
-        "gpu/fused.py",
-        "gpu/layers.py",
+        "gpu/device/fused.py",
+        "gpu/device/fused.py",
+        "gpu/device/fused.py",
+        "gpu/device/fused.py",
+        "gpu/device/layers.py",
         "gpu/model.py",
         "reference/model.py",
         "reference/model.py",
@@ -130,3 +132,24 @@ def test_the_twin_runs_a_tree_pass_through_its_own_kernels(plain, monkeypatch):
     got = to_host(tree_forward(twin, tokens, PARENTS, twin.new_cache()))
     np.testing.assert_allclose(got, tree_forward(plain, tokens, PARENTS), rtol=0, atol=1e-5)
     assert len(calls) == CFG.n_layer
+
+
+def test_every_placement_field_has_one_type(plain):
+    """A sequence, a tree and a batch fill the same fields with the same types (issue 30):
+    no slice-or-array, int-or-array, or None switching between two cache signatures."""
+    cache = plain.new_cache()
+    placements = {
+        "sequence": causal_placement(3, 4),
+        "tree": tree_placement(PARENTS, len(PARENTS), cache),
+        "batch": batch_placement(np.array([0, 5]), np.array([3, 1]), 3),
+    }
+    for name, at in placements.items():
+        rows = at.shape[0] if len(at.shape) == 2 else 1
+        assert isinstance(at.positions, np.ndarray) and at.positions.shape == at.shape, name
+        assert np.issubdtype(at.positions.dtype, np.integer), name
+        for field in (at.start, at.n_new):
+            assert isinstance(field, np.ndarray) and field.shape == (rows,), name
+            assert np.issubdtype(field.dtype, np.integer), name
+        assert isinstance(at.stop, int), name
+        assert at.mask is None or at.mask.dtype == bool, name
+    np.testing.assert_array_equal(placements["sequence"].positions, [3, 4, 5, 6])

@@ -1,11 +1,10 @@
-"""A round you can read (issue 20): the run's fixed inputs travel as one frozen `RunSetup`,
-the `Drafter` protocol declares its optional parts with defaults, and the round imports no
-particular drafter."""
+"""A round you can read (issues 20 and 30): a loop names its round and keeps a `Run` per
+sequence, the `Drafter` protocol declares its optional parts with defaults, and the round
+imports no particular drafter."""
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import inspect
 from pathlib import Path
 
@@ -25,12 +24,12 @@ from reference.drafters import Draft, Drafter, check_drafter, proposals_checked
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_loop_takes_one_setup_not_a_list_of_positions():
-    params = inspect.signature(speculative.run_rounds).parameters
-    assert list(params) == ["setup", "prompt", "k", "max_new_tokens", "eos_id", "trace"]
-    setup_fields = [f.name for f in dataclasses.fields(speculative.RunSetup)]
-    assert {"sampling", "rng", "verify_fn", "clock", "round"} <= set(setup_fields)
-    assert speculative.RunSetup.__dataclass_params__.frozen
+def test_a_run_is_what_every_loop_keeps_per_sequence():
+    """`Run` is the loop's only state besides the caches; the round gets its context and
+    draft length from it, and hands it back the Round."""
+    params = inspect.signature(speculative.Run).parameters
+    assert list(params) == ["prompt", "k", "max_new_tokens", "eos_id", "trace"]
+    assert {"finished", "next_k", "record", "result"} <= set(dir(speculative.Run))
 
 
 def test_the_round_imports_no_particular_drafter():

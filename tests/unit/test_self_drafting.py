@@ -216,7 +216,7 @@ def test_heads_draft_from_the_row_that_scored_the_last_token(target):
     context = np.array([1, 2, 3])
     cache = start_of_run(target, drafter, context)
     for _ in range(12):
-        want = target.hidden_unchecked(context[:-1])[-1]
+        want = target.norm(target.residual(context[:-1]), "ln_f")[-1]
         np.testing.assert_allclose(drafter.h, want, atol=1e-5)
         rnd = speculative_round(target, cache, drafter, context, 2, s, rng)
         context = np.concatenate([context, rnd.verification.emitted(rnd.draft.tokens)])
@@ -235,7 +235,7 @@ def test_the_heads_q_is_what_the_heads_compute(target):
     """q row i = softmax((h + SiLU(h W_i + b_i)) @ wte^T), written out here."""
     heads = random_heads(target.config.n_embd, 3, seed=4)
     drafter = HeadsDrafter(target, heads)
-    h = target.hidden_unchecked(np.array([5, 6, 7]))[-1]
+    h = target.norm(target.residual(np.array([5, 6, 7])), "ln_f")[-1]
     drafter.observe(h)
     draft = drafter.propose(
         np.array([5, 6, 7, 8]), 3, SamplingParams(1.0), np.random.default_rng(0)

@@ -485,10 +485,10 @@ def test_heads_trees_read_the_row_that_scored_the_last_token(heads_target):
     drafter.reset()
     heads_target.forward(context[:-1], cache)
     cache.commit(2)
-    drafter.observe(heads_target.hidden_unchecked(context[:-1])[-1])
+    drafter.observe(heads_target.norm(heads_target.residual(context[:-1]), "ln_f")[-1])
     rng = np.random.default_rng(2)
     for _ in range(8):
-        want = heads_target.hidden_unchecked(context[:-1])[-1]
+        want = heads_target.norm(heads_target.residual(context[:-1]), "ln_f")[-1]
         np.testing.assert_allclose(drafter.heads.h, want, atol=1e-5)
         rnd = tree_round(heads_target, cache, drafter, context, 2, SamplingParams(), rng)
         assert rnd.tree.n_nodes <= 8

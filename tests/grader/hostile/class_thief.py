@@ -33,8 +33,8 @@ def class_folders() -> tuple[list[str], set[str]]:
                 words = file.read().decode("utf-8", "replace").split("\0")
         except OSError:
             continue
-        if "specdec.grading.classroom" in words:  # grade-class FOLDER ...
-            after = words[words.index("specdec.grading.classroom") + 1 :]
+        if "specdec.grading.delivery.classroom" in words:  # grade-class FOLDER ...
+            after = words[words.index("specdec.grading.delivery.classroom") + 1 :]
             folders += [w for w in after[:1] if not w.startswith("-")]
         for word in words:
             if word.endswith(".py:verify"):  # the grading child's spec: our own file

@@ -1,5 +1,5 @@
 """Hostile: tries to change the grader itself. It imports the grader's modules to loosen
-them (specdec.grading.core's ALPHA), plants look-alikes in sys.modules, and looks for the
+them (specdec.grading.engine.core's ALPHA), plants look-alikes in sys.modules, and looks for the
 grader's files on disk (as finds_grader.py does) to write to them; its verify is wrong.
 
 Writing is real only in a Gradescope zip's copy of the grader (a folder holding
@@ -14,18 +14,23 @@ import sys
 import types
 
 MARK = "hostile_was_here.txt"
-GRADER_FILES = ("specdec/grading/core.py", "specdec/grading/report.py", "reference/verification.py")
+GRADER_FILES = (
+    "specdec/grading/engine/core.py",
+    "specdec/grading/engine/report.py",
+    "reference/verification.py",
+)
 LOOSE = "ALPHA = 1.0  # written by a hostile submission\n"
 
 try:  # the grader's own modules, to loosen in place
-    import specdec.grading.core as core
+    import specdec.grading.engine.core as core
 
     core.ALPHA = 1.0
-    print("patched specdec.grading.core.ALPHA")
+    print("patched specdec.grading.engine.core.ALPHA")
 except ImportError as error:
     print(f"could not import the grader: {error}")
 
-for name in ("specdec", "specdec.grading", "specdec.grading.core", "specdec.grading.report"):
+GRADER_MODULES = ("specdec.grading.engine.core", "specdec.grading.engine.report")
+for name in ("specdec", "specdec.grading", "specdec.grading.engine", *GRADER_MODULES):
     fake = types.ModuleType(name)
     fake.__path__ = []
     fake.ALPHA = 1.0
@@ -70,7 +75,7 @@ def grader_folders() -> list[str]:
     for place in places():
         path = os.path.realpath(place)
         while True:
-            if os.path.isfile(os.path.join(path, "specdec", "grading", "core.py")):
+            if os.path.isfile(os.path.join(path, "specdec", "grading", "engine", "core.py")):
                 if path not in folders:
                     folders.append(path)
             parent = os.path.dirname(path)

@@ -1,0 +1,235 @@
+"""The twin's fused operations: each one kernel launch of kernels.cu on a device.
+
+No reference counterpart: these are how the twin computes what the reference computes in
+several NumPy calls. Each operation is a body (the plain xp composition: what runs in NumPy
+mode, bit for bit the unfused twin) and a plan (the kernel's grid, block and arguments):
+kernels.py decides which runs. A call beyond a kernel's limits (more than MAX_ROWS rows for
+a linear, a longer attention span, a sampling mode the kernel lacks) runs its body, unfused,
+wherever it is.
+
+    embed            x = wte[tokens] + wpe[positions]                               1 launch
+    layer_norm_rows  LN(x)                                                          1
+    fused_linear     act(LN(x) @ W + b) + residual  (LN, b, act, residual optional)  1
+    cached_attention the new positions' K/V into the cache, softmax(q k^T / sqrt(hs)) V, all
+                     heads merged (a sequence, a tree, a ragged batch)              1
+    pick             a row's processed distribution and its inverse-CDF draw (greedy or
+                     temperature), with a finiteness flag                           1
+    decide_packed    the verification of a round, packed for its one transfer        1
+
+The model's four (their bodies: layers.py and the reference's attention) are whole here.
+The last two fuse the twin's sampling and verification: their plans are here, and their
+bodies and entry points (`pick`, `decide_packed`) sit with the code they fuse, in
+gpu/sampling.py and gpu/verification.py, which import this module (never the other way).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpu.device.backend import xp
+from gpu.device.kernels import MAX_HS, MAX_ROWS, MAX_S, Plan, run_fused
+from gpu.device.layers import gelu, layer_norm, split_heads
+from reference import model as reference_model
+
+__all__ = [
+    "attention_fits",
+    "cached_attention",
+    "decide_plan",
+    "embed",
+    "fused_linear",
+    "layer_norm_rows",
+    "pick_fits",
+    "pick_plan",
+]
+
+LINEAR_COLS, LINEAR_SLICES = 32, 8  # fused_linear's block: kernels.cu LIN_COLS x LIN_SLICES
+ROW_THREADS = 256  # the one-block-per-row kernels' block (kernels.cu RED_THREADS)
+
+i32, f32, f64 = np.int32, np.float32, np.float64
+
+
+def contiguous(a, dtype):  # a device array of this dtype, C-contiguous (a no-op when it is)
+    return xp.ascontiguousarray(a.astype(dtype, copy=False))
+
+
+# ---------------------------------------------------------------- embed
+
+
+def embed_body(wte, wpe, tokens, positions):
+    # tokens [R] ids, positions a slice or ids [R] -> x [R, C]
+    return wte[tokens] + wpe[positions]
+
+
+def embed_plan(wte, wpe, tokens, positions) -> Plan:
+    tokens = contiguous(tokens, np.int64)
+    R, C = tokens.shape[0], wte.shape[1]
+    by_array = not isinstance(positions, slice)
+    ids = contiguous(positions, np.int64) if by_array else tokens  # (unread when a slice)
+    start = 0 if by_array else positions.start
+    x = xp.empty((R, C), dtype=np.float32)
+    args = (tokens, ids, i32(by_array), i32(start), wte, wpe, i32(C), x)
+    return Plan("embed_rows", (R,), (128,), args, x)
+
+
+def embed(wte, wpe, tokens, positions):
+    # tokens [R] (device) -> x [R, C]: token + position embeddings
+    if tokens.ndim != 1:  # a batch's [B, T]: the body
+        return embed_body(wte, wpe, tokens, positions)
+    return run_fused("embed_rows", embed_body, embed_plan, wte, wpe, tokens, positions)
+
+
+# ---------------------------------------------------------------- layer_norm_rows
+
+
+def layer_norm_plan(x, g, b, eps: float) -> Plan:
+    x = contiguous(x, np.float32)
+    R, C = x.shape
+    out = xp.empty((R, C), dtype=np.float32)
+    return Plan("layer_norm_rows", (R,), (128,), (x, i32(C), g, b, f32(eps), out), out)
+
+
+def layer_norm_rows(x, g, b, eps: float):  # [R, C] -> [R, C]
+    if x.ndim != 2:
+        return layer_norm(x, g, b, eps)
+    return run_fused("layer_norm_rows", layer_norm, layer_norm_plan, x, g, b, eps)
+
+
+# ---------------------------------------------------------------- fused_linear
+
+
+def linear_body(x, w, bias=None, ln=None, act=None, resid=None, w_rows=None):
+    # x [R, C_in] -> act(LN(x) @ w + bias) + resid [R, N], the plain way (w_rows: unused here)
+    h = x if ln is None else layer_norm(x, *ln)
+    y = h @ w
+    if bias is not None:
+        y = y + bias
+    if act == "gelu":
+        y = gelu(y)
+    return y if resid is None else resid + y
+
+
+def linear_plan(x, w, bias=None, ln=None, act=None, resid=None, w_rows=None) -> Plan:
+    x = contiguous(x, np.float32)
+    w = w if w_rows is None else w_rows  # the kernel reads W row-major [C_in, N]
+    R, C_in = x.shape
+    N = w.shape[1]
+    out = xp.empty((R, N), dtype=np.float32)
+    g, b, eps = ln if ln is not None else (x, x, 0.0)  # (unread without ln)
+    args = (
+        x, i32(R), i32(C_in), i32(N),
+        g, b, f32(eps), i32(ln is not None),
+        w, x if bias is None else bias, i32(bias is not None),
+        i32(act == "gelu"), x if resid is None else contiguous(resid, np.float32),
+        i32(resid is not None), out,
+    )  # fmt: skip
+    return Plan("fused_linear", (-(-N // LINEAR_COLS),), (LINEAR_COLS * LINEAR_SLICES,), args, out)
+
+
+def fused_linear(x, w, bias=None, *, ln=None, act=None, resid=None, w_rows=None):
+    """x [R, C_in] -> act(LN(x) @ w + bias) + resid, [R, N], in one launch for R <= MAX_ROWS.
+
+    ln = (g, b, eps) or None; act = "gelu" or None; resid [R, N] or None. w may be a view
+    (the tied output layer's wte.T); w_rows is then its row-major copy [C_in, N], which the
+    kernel reads (the body keeps computing with w, so NumPy mode stays bit for bit)."""
+    if x.ndim != 2 or x.shape[0] > MAX_ROWS:
+        return linear_body(x, w, bias, ln, act, resid)
+    return run_fused(
+        "fused_linear", linear_body, linear_plan, x, w, bias, ln=ln, act=act, resid=resid,
+        w_rows=w_rows,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- cached_attention
+
+
+def attention_fits(at, n_embd: int, n_head: int) -> bool:
+    # the kernel's limits: the span, the head size; a mask only as a sequence's or a tree's
+    # [T, S] (a batch's rows are masked by the kernel's own rule, from their pointers)
+    T = at.shape[-1]
+    mask_ok = at.mask is None or len(at.shape) == 2 or at.mask.shape == (T, at.stop)
+    return at.stop <= MAX_S and n_embd // n_head <= MAX_HS and mask_ok
+
+
+def attention_body(model, qkv, layer: int, cache, at):
+    # qkv [R, 3C] -> [R, C]: the reference's own steps (split into heads, the temporary
+    # write, attention over the history and the new positions, merge), with the twin's xp
+    return reference_model.GPT.multi_head_attention(model, qkv, layer, cache, at)
+
+
+def attention_plan(model, qkv, layer: int, cache, at) -> Plan:
+    qkv = contiguous(qkv, np.float32)
+    C, n_head = qkv.shape[1] // 3, model.config.n_head
+    B, T = (1, at.shape[0]) if len(at.shape) == 1 else at.shape
+    out = xp.empty((B * T, C), dtype=np.float32)
+    k_cache, v_cache = (qkv, qkv) if cache is None else (cache.k, cache.v)
+    n_layer = 1 if cache is None else cache.k.shape[-4]
+    capacity = 1 if cache is None else cache.k.shape[-2]
+    batch = len(at.shape) == 2
+    rows = cache.rows_on_device(at.start, at.n_new) if batch else xp.empty(1, dtype=np.int64)
+    mask = at.mask if at.mask is not None and not batch else None
+    bool_mask = xp.empty(1, dtype=bool) if mask is None else contiguous(mask, bool)
+    args = (
+        qkv, i32(T), i32(C), i32(n_head), i32(at.stop), k_cache, v_cache, i32(layer),
+        i32(n_layer), i32(capacity), i32(cache is not None), i32(0 if batch else int(at.start[0])),
+        rows, i32(batch), bool_mask, i32(mask is not None), out,
+    )  # fmt: skip
+    return Plan("cached_attention", (n_head, T, B), (128,), args, out)
+
+
+def cached_attention(model, qkv, layer: int, cache, at):
+    """qkv [R, 3C] of the new positions `at` places -> [R, C], heads merged: the K/V write
+    and the attention of every head in one launch, for a sequence's, a tree's or a ragged
+    batch's pass. The cache's own checks run first (nothing is written on bad input)."""
+    if cache is not None and len(at.shape) == 1:
+        C = qkv.shape[-1] // 3
+        k = split_heads(qkv[..., C : 2 * C], model.config.n_head)  # views: what the check reads
+        cache.check_slots(layer, int(at.start[0]), k, k)
+    return run_fused(
+        "cached_attention", attention_body, attention_plan, model, qkv, layer, cache, at
+    )
+
+
+# ---------------------------------------------------------------- pick
+
+
+def pick_fits(params) -> bool:
+    # the kernel draws from greedy and plain-temperature distributions (top-k / top-p need
+    # a sort: the xp path)
+    return params.greedy or (params.top_k is None and params.top_p >= 1.0)
+
+
+def pick_plan(logits, params, u, probs, tokens, finite) -> Plan:
+    # the kernel of gpu.sampling.pick (its entry point and body are there)
+    logits = contiguous(logits, np.float32)
+    R, V = logits.shape
+    u_array = u if u is not None and not isinstance(u, float) else None
+    # tokens and finite may be columns of one packed int64 array [R, 2]: row r at r * stride
+    outs = [a for a in (tokens, finite) if a is not None and a.shape[0] > 1]
+    stride = outs[0].strides[0] // 8 if outs else 1
+    if any(a.strides[0] // 8 != stride for a in outs):
+        raise ValueError("pick: tokens and finite must have the same row stride")
+    some_int = tokens if tokens is not None else finite
+    dummy_int = xp.empty(1, dtype=np.int64) if some_int is None else some_int
+    args = (
+        logits, i32(V), i32(params.greedy), f32(params.temperature),
+        xp.empty(1, dtype=np.float64) if u_array is None else u_array,
+        f64(u if isinstance(u, float) else 0.0), i32(u_array is not None),
+        logits if probs is None else probs, i32(probs is not None),
+        dummy_int if tokens is None else tokens, i32(tokens is not None),
+        dummy_int if finite is None else finite, i32(finite is not None), i32(stride),
+    )  # fmt: skip
+    return Plan("pick_rows", (R,), (ROW_THREADS,), args, probs)
+
+
+# ---------------------------------------------------------------- decide_packed
+
+
+def decide_plan(p, q, tokens, u) -> Plan:
+    # the kernel of gpu.verification.decide_packed (its entry point and body are there)
+    k, V = q.shape
+    out = xp.empty(k + 3, dtype=np.int64)
+    args = (
+        contiguous(p, np.float32), contiguous(q, np.float32), contiguous(tokens, np.int64),
+        contiguous(u, np.float64), i32(k), i32(V), out,
+    )  # fmt: skip
+    return Plan("decide_packed", (1,), (ROW_THREADS,), args, out)

@@ -1,0 +1,140 @@
+"""How a fused kernel of kernels.cu is run: compiled on a device, counted on the stand-in,
+its NumPy body otherwise; and whether the kernels are on.
+
+No reference counterpart: the reference has no kernels. Every fused operation (fused.py here;
+`pick` in gpu/sampling.py, `decide_packed` in gpu/verification.py) has two halves that
+compute the same thing:
+
+* a **body**: the plain xp composition (what gpu/model.py computed before the kernels), run
+  in NumPy mode -- so NumPy-mode results are bit for bit those of the unfused twin -- and on
+  the stand-in, where the whole call counts as ONE launch (`fused <name>`), which is what the
+  kernel costs on a device;
+* a **plan**: the CUDA kernel's grid, block and argument list (output arrays allocated),
+  launched by `cupy.RawModule` on a device, and run on the CPU by the tests' emulator
+  (tests/twin/cuda_emulator.py) against the body.
+
+Whether the kernels are on is `kernels_on()`, read at every fused call (`run_fused`) and by
+anything that prepares for a kernel (the model's row-major output weights): never kept, so
+turning the kernels off (or on, in the tests' emulator) between two calls of one model
+takes effect at the next call, all of it. `SPECDEC_GPU_FUSED=0` turns them off on a device
+(the bodies run there, as xp compositions), so that the fused and unfused twins can be
+compared on the same device. If NVRTC cannot compile the source, the kernels turn
+themselves off the same way and `kernel_state()` says why (the bench and the device
+script's preflight print it): a first device run still measures something.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpu.device import counting
+from gpu.device.backend import ARRAY_MODULE, ON_DEVICE
+
+SOURCE = Path(__file__).with_name("kernels.cu")
+# the kernels' compile-time limits (a call beyond them runs its body: fused.py checks)
+MAX_ROWS = 16  # rows of one fused_linear call
+MAX_S = 1024  # positions one cached_attention call attends to
+MAX_HS = 128  # head size
+
+
+@dataclass
+class Plan:
+    """One kernel launch: its grid and block, its arguments (arrays and NumPy scalars of the
+    kernel's C types), and what the call returns (an output array among the arguments)."""
+
+    name: str
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    args: tuple
+    result: object
+
+
+def kernels_wanted() -> bool:
+    # SPECDEC_GPU_FUSED = 1 (default) | 0
+    want = os.environ.get("SPECDEC_GPU_FUSED", "1")
+    if want not in ("0", "1"):
+        raise ValueError(f"SPECDEC_GPU_FUSED must be 0 or 1, got {want!r}")
+    return want == "1"
+
+
+@dataclass
+class KernelMode:
+    """Whether the CUDA kernels run (else the bodies), and if not, why."""
+
+    on: bool
+    why_off: str
+
+
+def initial_mode() -> KernelMode:
+    if not ON_DEVICE:
+        return KernelMode(False, "NumPy mode")
+    return KernelMode(True, "") if kernels_wanted() else KernelMode(False, "SPECDEC_GPU_FUSED=0")
+
+
+mode = initial_mode()  # the process's kernel mode: read through kernels_on() at each call
+
+
+def kernels_on() -> bool:
+    # True when a fused call launches its CUDA kernel now (else it runs its body)
+    return mode.on
+
+
+def kernel_state() -> str:
+    # "on", or "off (why)"
+    return "on" if mode.on else f"off ({mode.why_off})"
+
+
+@functools.cache
+def compiled_module():
+    # the RawModule of kernels.cu, compiled once per process by NVRTC (every kernel at once:
+    # a compile error shows at the first fused call, not in the middle of a run)
+    options = (f"-DMAX_ROWS={MAX_ROWS}", f"-DMAX_S={MAX_S}", f"-DMAX_HS={MAX_HS}", "-std=c++17")
+    module = ARRAY_MODULE.RawModule(code=SOURCE.read_text(), options=options)
+    module.get_function("fused_linear")  # compiles the module
+    return module
+
+
+def turn_off(why: str) -> None:
+    # the bodies run from the next fused call on (compile failure, or the preflight found
+    # wrong numbers)
+    mode.on, mode.why_off = False, why
+
+
+@contextmanager
+def kernels_off(why: str):
+    """`with kernels_off("...")`: the bodies run inside (the bench times the unfused twin on
+    the same device, with the same models), the kernels' state as it was afterwards."""
+    before = mode.on, mode.why_off
+    turn_off(why)
+    try:
+        yield
+    finally:
+        mode.on, mode.why_off = before
+
+
+def run_fused(name: str, body: Callable, plan: Callable, *args, **kwargs):
+    """One fused operation: `body(*args, **kwargs)` in NumPy mode (or with the kernels off),
+    one counted launch of it on the stand-in, the kernel `plan(*args, **kwargs)` describes on
+    a device."""
+    if counting.state.active:
+        counting.state.launch(f"fused {name}")
+        counting.state.quiet += 1
+        try:
+            return body(*args, **kwargs)
+        finally:
+            counting.state.quiet -= 1
+    if not kernels_on():
+        return body(*args, **kwargs)
+    try:
+        module = compiled_module()
+    except Exception as error:  # NVRTC's message: kept for kernel_state(), bodies from now on
+        turn_off(f"compile failed: {type(error).__name__}: {str(error).strip()[:300]}")
+        return body(*args, **kwargs)
+    p = plan(*args, **kwargs)
+    module.get_function(p.name)(p.grid, p.block, p.args)
+    return p.result

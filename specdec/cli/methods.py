@@ -1,0 +1,65 @@
+"""`specdec bench --drafter a,b,...` (or `all`): the method table, every drafter measured
+against one autoregressive baseline per prompt set (specdec/methods.py runs it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from specdec.cli.inputs import bench_prompts, load_pair, self_draft_dir
+from specdec.cli.options import parse_list, prompt_set_names, write_atomically
+from specdec.costs import measure_costs
+from specdec.machine import describe_machine
+from specdec.methods import METHOD_KS, methods_markdown, parse_drafters, run_methods
+
+
+def cmd_methods(args) -> int:
+    # several drafters: the method table, every drafter against one AR baseline per set
+    from tqdm import tqdm
+
+    drafters = parse_drafters(args.drafter)
+    target, draft, tokenizer, source = load_pair(args)
+    options = {"self_draft_dir": self_draft_dir(args)}
+    sets = {}
+    for name in prompt_set_names(args, several=True):
+        one = argparse.Namespace(**{**vars(args), "prompts": name})
+        sets[name] = bench_prompts(one, tokenizer)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"models: {source}")
+    context = np.concatenate([next(iter(sets.values()))[0]] * 8)[: target.config.n_ctx // 2]
+    max_T = max(max(METHOD_KS[d]) for d in drafters) + 1
+    costs = measure_costs(target, draft, context, max_T)
+    temperatures = parse_list(args.temperatures, float, "--temperatures")
+    total = sum(len(p) for p in sets.values()) * len(temperatures) * args.repeats
+    total *= sum(len(METHOD_KS[d]) for d in drafters)
+    command = "specdec bench " + " ".join(sys.argv[2:])
+    reports = {}
+    with tqdm(total=total, desc="methods", unit="run") as bar:
+        for name, prompts in sets.items():  # each set written as soon as it is measured
+            reports |= run_methods(
+                target,
+                draft,
+                {name: prompts},
+                drafters,
+                temperatures,
+                args.max_new_tokens,
+                args.repeats,
+                costs,
+                seed=args.seed,
+                progress=bar,
+                drafter_options=options,
+            )
+            text = methods_markdown(reports, machine_description(), command.strip())
+            write_atomically(out / "methods.md", text)  # each set, as soon as it is measured
+    print(text)
+    print(f"written: {out}/methods.md")
+    return 0
+
+
+def machine_description() -> str:
+    # the machine a report's numbers came from: CPU, BLAS, its kernel, threads (specdec/machine.py)
+    return describe_machine().line()

@@ -1,0 +1,182 @@
+"""The course's exercises, one per idea, in the order of the notebooks, and what grades each.
+
+Each exercise is a skeleton in notebooks/exercises/ (the contract in its docstring), a worked
+solution in notebooks/exercises/solutions/, and a kind of submission `specdec grade` knows:
+the function's name (or `--kind`) says which families of checks run. This table is the one
+place that names them; `specdec grade --list` prints it. What grades an exercise lives in the
+folder of its kind, beside this file (cache/, sampling/, loop/, ..., each with its checks.py),
+loaded by the "module:function" names below only when a grade needs it.
+
+Light on purpose: it imports nothing heavier than the standard library, so the config and the
+command line can read it without loading a grader.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+EXERCISE_DIR = "notebooks/exercises"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    kind: str  # what `--kind` calls it
+    idea: str  # the idea it practises, in a few words
+    function: str  # the name the skeleton defines (a function, or a class for the cache)
+    skeleton: str  # file in notebooks/exercises/
+    solution: str  # file in notebooks/exercises/solutions/
+    notebook: str  # the notebook that teaches the idea (its file stem)
+    families: tuple[str, ...]  # the families of checks, in report order
+    checks: str  # "module:function": (policy) -> list[Family]
+    revise: str = ""  # "module:function": (results by check name) -> verdict lines
+    # what the worker that runs a submitted file may import (specdec/grading/engine/sandbox.py):
+    # installed distributions (with what they require; torch when it is installed: a verify
+    # or a loop written in torch), and modules of `reference`
+    libraries: tuple[str, ...] = ("numpy", "torch")
+    pieces: tuple[str, ...] = ()
+
+    @property
+    def skeleton_path(self) -> str:
+        return f"{EXERCISE_DIR}/{self.skeleton}"
+
+    @property
+    def solution_path(self) -> str:
+        return f"{EXERCISE_DIR}/solutions/{self.solution}"
+
+    def spec(self, solution: bool = False) -> str:
+        """'notebooks/exercises/my_x.py:function', what `specdec grade` takes."""
+        return f"{self.solution_path if solution else self.skeleton_path}:{self.function}"
+
+
+EXERCISES: tuple[Exercise, ...] = (
+    Exercise(
+        "cache",
+        "the KV cache: temporary writes, commit, rollback",
+        "SlotCache",
+        "my_cache.py",
+        "cache_solution.py",
+        "02_transformer_and_kv_cache",
+        ("cache",),
+        "specdec.grading.exercises.cache.checks:cache_families",
+    ),
+    Exercise(
+        "sampling",
+        "temperature, top-k and top-p turn logits into the distribution",
+        "sampling_distribution",
+        "my_sampling.py",
+        "sampling_solution.py",
+        "05_acceptance_rejection",
+        ("sampling",),
+        "specdec.grading.exercises.sampling.checks:sampling_families",
+    ),
+    Exercise(
+        "loop",
+        "the round and the loop: draft, verify, commit, roll back",
+        "speculative_generate",
+        "my_loop.py",
+        "loop_solution.py",
+        "07_full_run",
+        ("loop",),
+        "specdec.grading.exercises.loop.checks:loop_families",
+        # the pieces the skeleton lists (model, cache, probabilities, sample_token, verify)
+        # and what they import; not the loop itself (speculative.py), nor the drafters
+        pieces=("checks", "config", "kv_cache", "model", "sampling", "verification"),
+    ),
+    Exercise(
+        "speedup",
+        "the speedup formula: E[tokens per round] and the best k for measured c and v",
+        "plan_k",
+        "my_speedup.py",
+        "speedup_solution.py",
+        "08_speedup_and_acceptance",
+        ("speedup",),
+        "specdec.grading.exercises.speedup.checks:speedup_families",
+    ),
+    Exercise(
+        "verify",
+        "acceptance-rejection: min(1, p/q), the residual, the bonus token",
+        "verify",
+        "my_verify.py",
+        "verify_solution.py",
+        "09_the_oracle",
+        ("law", "rule", "randomness", "in-loop"),
+        "specdec.grading.exercises.verify.checks:verify_families",
+        "specdec.grading.exercises.verify.checks:revise_verify_hints",
+    ),
+    Exercise(
+        "lookup",
+        "a prompt-lookup drafter and its point-mass q",
+        "propose_lookup",
+        "my_lookup.py",
+        "lookup_solution.py",
+        "10_drafting_without_a_second_model",
+        ("lookup",),
+        "specdec.grading.exercises.lookup.checks:lookup_families",
+    ),
+    Exercise(
+        "tree",
+        "tree verification: several candidates per position, one pass",
+        "verify_tree",
+        "my_tree.py",
+        "tree_solution.py",
+        "11_tree_drafts",
+        ("tree-law", "tree-rule"),
+        "specdec.grading.exercises.tree.checks:tree_families",
+        "specdec.grading.exercises.tree.checks:revise_tree_hints",
+    ),
+    Exercise(
+        "callables",
+        "a loop written against another library, graded through two next-token callables",
+        "speculative_sample",
+        "my_callables_loop.py",
+        "callables_loop_solution.py",
+        "07_full_run",
+        ("loop-callables",),
+        "specdec.grading.exercises.callables.checks:callables_families",
+    ),
+)
+
+BY_KIND = {e.kind: e for e in EXERCISES}
+KINDS = tuple(BY_KIND)
+
+
+def exercise(kind: str) -> Exercise:
+    """The exercise of `kind`; ValueError naming the known kinds."""
+    if kind not in BY_KIND:
+        raise ValueError(f"no exercise of kind {kind!r} (known: {', '.join(KINDS)})")
+    return BY_KIND[kind]
+
+
+def kind_of_name(name: str) -> str | None:
+    """The kind whose skeleton defines `name` (None: no exercise names it)."""
+    return next((e.kind for e in EXERCISES if e.function == name), None)
+
+
+def load(target: str) -> Callable:
+    """'module:function' -> the function (imported only when a grade needs it)."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def families_of(kind: str, policy: str = "shrink") -> list:
+    """The families of checks that grade a submission of `kind` (list[Family])."""
+    return load(exercise(kind).checks)(policy)
+
+
+def revise_of(kind: str) -> Callable | None:
+    target = exercise(kind).revise
+    return load(target) if target else None
+
+
+def listing() -> str:
+    """What `specdec grade --list` prints: every exercise, its skeleton and its command."""
+    lines = ["The exercises, in the order of the notebooks (grade one: specdec grade SPEC):", ""]
+    for e in EXERCISES:
+        lines += [
+            f"  {e.kind:<9} {e.idea}",
+            f"  {'':<9} skeleton {e.spec()}  (notebook {e.notebook})",
+            f"  {'':<9} families {', '.join(e.families)}",
+        ]
+    return "\n".join(lines)

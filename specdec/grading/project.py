@@ -1,0 +1,58 @@
+"""What the grader takes from the rest of the project: every name, in this one file.
+
+The grader derives what it expects on its own (engine/laws.py writes every law apart from the
+reference), so it needs the project only for what a check hands a submission, runs around
+one, or reads an expected answer from. Every other grading module imports these names from
+here, never from `reference` or `specdec` itself (tests/grader/test_layers.py checks it).
+
+Only the exercises' folders import this file: not the engine, nor the cache exercise, so
+the cache's Gradescope zip ships without the model code (delivery/gradescope.py ships what
+grading an exercise imports: engine/closure.py).
+"""
+
+from __future__ import annotations
+
+# the loop exercise's tiny pair: a one-layer GPT of the reference (its config, its weights)
+from reference.config import GPTConfig
+
+# handed to a submitted loop: the reference's drafter around the draft model; a prompt-lookup
+# submission is wrapped as a Drafter of its own, which proposes a Draft
+from reference.drafters import Draft, Drafter, ModelDrafter
+from reference.model import GPT, init_params
+
+# the sampling exercise's expected rows, and the SamplingParams a loop is handed
+from reference.sampling import SamplingParams, probabilities
+
+# the reference loop, run around a submitted verify (verify's in-loop family) or drafter
+# (the lookup exercise's greedy runs)
+from reference.speculative import speculative_generate
+
+# handed to a submitted verify_tree: the reference's own Tree, the contract's type
+from reference.tree.shape import Tree
+
+# what a submitted verify's answer becomes inside the reference loop
+from reference.verification import Verification
+
+# the speedup exercise's expected answers: E[tokens per round] and Leviathan's speedup, as the
+# notebooks compute them
+from specdec.costs import expected_tokens_per_round, predicted_speedup
+
+# the tiny pair's draft: the target plus noise, the oracle's own stand-in
+from specdec.standins import noisy_copy
+
+__all__ = [
+    "GPT",
+    "Draft",
+    "Drafter",
+    "GPTConfig",
+    "ModelDrafter",
+    "SamplingParams",
+    "Tree",
+    "Verification",
+    "expected_tokens_per_round",
+    "init_params",
+    "noisy_copy",
+    "predicted_speedup",
+    "probabilities",
+    "speculative_generate",
+]
