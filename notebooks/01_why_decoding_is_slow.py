@@ -409,3 +409,23 @@ print(
 # fewer entries; speculative decoding leaves the cache as it is and reduces how many times
 # the big model must be called one after another. The three act on different things, so they
 # combine.
+
+# %% [markdown]
+# ## Check yourself
+#
+# Answer from this notebook alone, then compare with a neighbour:
+#
+# 1. A one-token step multiplies a `[1, H]` row by an `[H, H]` matrix. Why is its time set
+#    by reading memory rather than by arithmetic, and what does a `[k, H] @ [H, H]`
+#    product change?
+# 2. What is packing in OpenBLAS, and why can it make two rows cost several times one row,
+#    right where verification sits?
+# 3. Define c and v(T). Which of the two do Leviathan et al. take to be about 1, and why
+#    is it often larger on a CPU?
+# 4. The roofline bounds each product by max(bytes / bandwidth, FLOPs / FLOP rate). Why is
+#    that floor flat for a pass over a few rows?
+# 5. What does the KV cache save, and how does speculative decoding differ from GQA, MLA
+#    or a sliding window (article §9)?
+#
+# (The answers are kept apart, for instructors: `specdec course DIR --instructor BUNDLE`
+# writes them beside the students' copy; docs/teaching.md.)

@@ -164,3 +164,19 @@ assert cache.length == committed + 2 and gap < 1e-4, (
 #
 # The grader drives your class through scripts of calls and names the first row that lands
 # in the wrong slot. `specdec grade --list` shows every exercise of the course.
+
+# %% [markdown]
+# ## Check yourself
+#
+# Answer from this notebook alone, then compare with a neighbour:
+#
+# 1. `GPT.forward` maps `[T]` tokens to `[T, V]` logits. What does row i predict, and why
+#    does verification need every row, not only the last?
+# 2. What do `commit(n)` and `rollback()` do to a cache, and why is nothing copied?
+# 3. A k-token append sits at positions start … start + T − 1. Which key slots may new
+#    position i read, and what goes wrong with an un-offset `T × T` triangle?
+# 4. State the invariant that every test of the project leans on.
+# 5. Cached and uncached rows differ in the seventh digit. Why, and why is that not a bug?
+#
+# (The answers are kept apart, for instructors: `specdec course DIR --instructor BUNDLE`
+# writes them beside the students' copy; docs/teaching.md.)

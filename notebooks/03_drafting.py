@@ -183,3 +183,20 @@ if bundled:
 # The five chain drafters hand their tokens and q rows to the same exact rule, `verify`
 # (notebooks 04–05). Trees have several candidates per position, so they are checked by
 # `verify_tree`, the same acceptance test tried child by child down the tree — exact as well.
+
+# %% [markdown]
+# ## Check yourself
+#
+# Answer from this notebook alone, then compare with a neighbour:
+#
+# 1. Why are the k drafts of one proposal not k independent predictions? Write the
+#    distribution x₂ is drawn from.
+# 2. A drafter hands back two things. Which, and why does verification need the second?
+# 3. After a proposal of k tokens, which tokens has the draft's cache been fed? Why is x_k
+#    not fed, and what happens to these slots after verification?
+# 4. What does a greedy drafter report as q_i, and what does the acceptance rule become?
+# 5. The draft has about 22 times fewer parameters than the target. Why does a draft step
+#    cost more than a twenty-second of a target step?
+#
+# (The answers are kept apart, for instructors: `specdec course DIR --instructor BUNDLE`
+# writes them beside the students' copy; docs/teaching.md.)

@@ -175,3 +175,21 @@ for i, x in enumerate(rnd.draft_tokens):
 # depends only on its own prefix. This is why the target can check a whole guessed
 # continuation in one call — and why a draft after a rejected one is worthless: its row was
 # conditioned on a token the target did not accept. That is notebook 05.
+
+# %% [markdown]
+# ## Check yourself
+#
+# Answer from this notebook alone, then compare with a neighbour:
+#
+# 1. Which output row judges draft x_i, and at which input position is it computed? What
+#    is the most common bug here?
+# 2. Why does the verification pass feed k + 1 tokens rather than k (the slip in the
+#    article's §3)?
+# 3. What is the bonus row, and when is it used?
+# 4. The rows of one pass and of k + 1 one-token steps differ by a few 1e-7. Where does
+#    the difference come from?
+# 5. Why is a draft that comes after a rejected one worthless, although the pass computed
+#    its row?
+#
+# (The answers are kept apart, for instructors: `specdec course DIR --instructor BUNDLE`
+# writes them beside the students' copy; docs/teaching.md.)

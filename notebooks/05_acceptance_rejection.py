@@ -60,6 +60,14 @@ from reference.verification import verify_law
 from specdec.bundled import bundled_pair_available, load_bundled_pair
 from specdec.figures import plot_acceptance_example, plot_law_comparison
 from specdec.machine import describe_machine, use_blas_threads
+from specdec.oracle.laws import (
+    TableRows,
+    marginal,
+    max_abs_difference,
+    round_law,
+    speculative_law,
+    target_law,
+)
 from specdec.report import quoted
 from specdec.standins import random_pair
 
@@ -219,6 +227,92 @@ def first_token_law(p_row, q_judged, q_sampled):
 print("exact law of the first token:", first_token_law(p, q, q), " target:", p)
 
 # %% [markdown]
+# ### From one token to the whole round
+#
+# The three lines above are about one position. A round emits up to k + 1 tokens, and the
+# claim is about all of them together (the same step in the docs:
+# ["Why the output follows p exactly"](../docs/algorithm.md#why-the-output-follows-p-exactly)).
+# Write c for the context, x_1 … x_k for the drafts (x_i ~ q(· | c, x_<i)) and y_1, y_2, …
+# for the tokens the round emits. The step from one position to the next rests on two facts
+# about the loop:
+#
+# * **The rows of position i are computed on the prefix that was accepted.** The round only
+#   reaches position i if y_1 … y_{i−1} were all accepted drafts, so y_<i = x_<i. The draft
+#   x_i was drawn from q(· | c, y_<i), verification's row i is the target's p(· | c, y_<i),
+#   and position i's accept test uses a fresh uniform. Given y_<i, position i is therefore
+#   the single-token case again, with p and q replaced by these two rows: by the argument
+#   above, P(y_i = y | y_<i, the round reached i) = p(y | c, y_<i).
+# * **The round stops right after a token that is exact on its own.** After a rejection the
+#   round emits the residual's token and ends: the drafts after it (and every row computed
+#   on them) are thrown away. If all k drafts survive, y_{k+1} is drawn straight from the
+#   bonus row p(· | c, x_1 … x_k). The next round starts from c, y_1 … y_M with fresh rows.
+#
+# So, given the tokens so far, the next token follows the target's row on them whichever way
+# it comes out — an accepted draft, the residual, the bonus, or the first token of the next
+# round — and multiplying those conditionals over positions (induction on n):
+#
+# P(the first n emitted tokens are y_1 … y_n) = Π_{i=1..n} p(y_i | c, y_<i),
+#
+# the target's own autoregressive law. Both facts matter: a draft row or a target row
+# computed on another prefix breaks the conditional at that position, and so does any use of
+# a thrown-away draft.
+#
+# **Checked exactly, on a whole round.** `specdec.oracle.laws` enumerates every outcome of a
+# round: `round_law` runs through every draft sequence with its q probability and every
+# verdict with `verify_law`'s probability, and returns {(accepted, emitted tokens):
+# probability}. Its rows come from two "table models" over 4 tokens whose rows depend on the
+# whole prefix (some tokens impossible, some rows one-hot, p = q at some prefixes). A round
+# emits a variable number of tokens, so to compare with the target we let the target itself
+# continue each outcome to k + 1 = 4 tokens (`target_law` from the round's last token); if
+# the round is exact, that is the target's law of 4 tokens. Then the whole procedure
+# (`speculative_law`, rounds chained as the loop chains them, k = 2, 6 tokens) against the
+# target's law of 6 tokens. As a control, the same round with the bonus drawn from the row
+# one position too early — a row on the wrong prefix — must fail.
+
+# %%
+V_TABLE, K_ROUND = 4, 3
+p_table = TableRows(V_TABLE, seed=11)  # the target: one random row per prefix
+q_table = TableRows(V_TABLE, seed=12, copy=p_table, copy_frac=0.2)  # the drafter
+start = (1, 2)  # the context c
+
+
+def round_then_target(law_fn=verify_law):
+    # one round's exact law, each outcome continued by the target to K_ROUND + 1 tokens
+    law = {}
+    for (_, emitted), w in round_law(p_table, q_table, start, K_ROUND, law_fn=law_fn).items():
+        rest = target_law(p_table, start + emitted, max_new_tokens=K_ROUND + 1 - len(emitted))
+        for tail, w_tail in rest.items():
+            law[emitted + tail] = law.get(emitted + tail, 0.0) + w * w_tail
+    return law
+
+
+def stale_bonus(p_target, q_draft, drafts):  # the control: bonus row = the last draft's row
+    rows = np.vstack([p_target[:-1], p_target[-2:-1]]) if len(drafts) else p_target
+    return verify_law(rows, q_draft, drafts)
+
+
+one_round = round_law(p_table, q_table, start, K_ROUND)
+tokens_law = marginal(one_round, lambda o: len(o[1]))
+print(f"one round, k = {K_ROUND}: {len(one_round)} outcomes (accepted, emitted tokens), "
+      f"total probability {sum(one_round.values()):.15f}")
+print("P(round emits m tokens):", {m: round(float(w), 4) for m, w in sorted(tokens_law.items())})
+target_4 = target_law(p_table, start, max_new_tokens=K_ROUND + 1)
+diff_round = max_abs_difference(round_then_target(), target_4)
+diff_stale = max_abs_difference(round_then_target(stale_bonus), target_4)
+print(f"round + target vs target, {len(target_4)} sequences of {K_ROUND + 1} tokens: "
+      f"max |difference| {diff_round:.1e}")
+print(f"control, bonus row on the wrong prefix:            max |difference| {diff_stale:.1e}")
+chained = marginal(speculative_law(p_table, q_table, start, k=2, max_new_tokens=6),
+                   lambda o: o[0])  # {(tokens, accepted per round): w} -> {tokens: w}
+target_6 = target_law(p_table, start, max_new_tokens=6)
+diff_chained = max_abs_difference(chained, target_6)
+print(f"rounds chained (k = 2) vs target, {len(target_6)} sequences of 6 tokens: "
+      f"max |difference| {diff_chained:.1e}")
+assert diff_round < 1e-12 and diff_chained < 1e-12, (
+    f"expected the target's law to float64 rounding, got {diff_round:.1e}, {diff_chained:.1e}")
+assert diff_stale > 1e-3, f"expected the wrong-prefix control to fail, got {diff_stale:.1e}"
+
+# %% [markdown]
 # ## 3. Greedy decoding is the same rule with one-hot rows
 #
 # At temperature 0, `probabilities` returns one-hot rows. Then min(1, p(x)/q(x)) is 1 when the
@@ -354,3 +448,22 @@ display(Image(filename=str(path)))
 # ```
 #
 # The rule itself, `verify`, is the exercise of notebook 09.
+
+# %% [markdown]
+# ## Check yourself
+#
+# Answer from this notebook alone, then compare with a neighbour:
+#
+# 1. Work the A/B example: q = (0.8, 0.2), p = (0.6, 0.4). With what probability is A
+#    proposed and kept, what is the residual, and what is the law of the emitted token?
+# 2. Show that a rejection happens with probability Z = Σ max(0, p − q), the sum that
+#    normalises the residual.
+# 3. At temperature 0, what do min(1, p/q) and the residual become? Does the code have a
+#    separate greedy path?
+# 4. A prompt-lookup draft has q = one-hot(x). What is its acceptance probability, what is
+#    the residual after a rejection, and why must it not be judged with some soft q?
+# 5. If the target skips temperature / top-k / top-p, what law comes out? And if the draft
+#    skips them consistently but reports the q it really sampled from?
+#
+# (The answers are kept apart, for instructors: `specdec course DIR --instructor BUNDLE`
+# writes them beside the students' copy; docs/teaching.md.)

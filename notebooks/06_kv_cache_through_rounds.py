@@ -46,6 +46,7 @@ from IPython.display import Image, display
 from reference import ModelDrafter, SamplingParams, probabilities, speculative_generate
 from reference.tokenizer import EOS, encode
 from specdec.bundled import bundled_pair_available, load_bundled_pair
+from specdec.explorer import explore_round, show_round
 from specdec.figures import plot_cache_rounds
 from specdec.machine import describe_machine, use_blas_threads
 from specdec.report import describe_round
@@ -167,3 +168,48 @@ print(f"draft cache holds {len(held)} of {len(sequence)} committed tokens; "
 # after the committed slots. `compact` in `reference/tree/compaction.py` does that copy, in every
 # layer at once; notebook 11 (§4) runs it on a real round. A chain, as here, never needs
 # it: its accepted drafts already sit first among the temporary slots.
+
+# %% [markdown]
+# ## 4. One round, step by step
+#
+# The same run once more, its verify keeping a copy of the random generator's state as it
+# starts: from that copy `specdec/explorer.py` draws the very uniforms u that verify drew
+# (one per examined position, then one for the residual or bonus token), and refuses to go
+# on unless they give the round's own verdict. Below is the run's first round that accepts
+# some drafts and rejects one. **Next** drafts, verifies, settles each position (u against
+# min(1, p/q)), draws the residual's token, then commits and rolls back both caches: watch
+# the two pointers. In JupyterLab this is a widget (the `notebook` extra installs
+# anywidget); elsewhere, as on the course website, the same page in a frame. The repository
+# keeps it as a page of its own too, opened from disk: `docs/explorer/round.html`.
+
+# %%
+explored = explore_round(target, draft, "class Stack:\n    def push(self, item):\n        ",
+                         k=4, seed=7, temperature=0.8, max_new_tokens=60)
+n = explored["meta"]["round"]
+r = trace[n - 1]  # the round as the run above traced it: the explorer shows the same one
+shown = (explored["meta"]["accepted"], explored["meta"]["token"])
+assert shown == (r.accepted, r.token), (
+    f"the explorer's round {n} has (accepted, token) {shown}; the run traced "
+    f"{(r.accepted, r.token)}")
+print(describe_round(n, r))
+show_round(explored)
+
+# %% [markdown]
+# ## Check yourself
+#
+# Answer from this notebook alone, then compare with a neighbour:
+#
+# 1. Why does each model keep a cache of its own, and why can nothing be made permanent
+#    before the verdict?
+# 2. With c committed tokens before a round, k_r drafts and n of them accepted: how long
+#    is the target's committed prefix after the round, and the draft's? Why does the draft
+#    keep one token fewer when every draft was accepted?
+# 3. Which token is drawn with an orange dashed outline, and when does its K/V get
+#    written?
+# 4. How does the notebook check that the caches were right without reading the caches'
+#    slots directly?
+# 5. Rollback moves a pointer and leaves stale numbers in the slots. Why are they
+#    harmless? What extra step do tree drafts need?
+#
+# (The answers are kept apart, for instructors: `specdec course DIR --instructor BUNDLE`
+# writes them beside the students' copy; docs/teaching.md.)

@@ -208,7 +208,8 @@ for name, (c, v, predicted, measured) in rows.items():
 # the contract of `speculative_generate` and a scaffold to fill one step of the round at a
 # time (draft, one target pass, verify, commit and roll back both caches, the draft's
 # catch-up, EOS and the length limit). The grader checks greedy runs exactly and the law of
-# the sampled text and of the accepted counts against their exact values (about 16 s):
+# the sampled text and of the accepted counts against their exact values (its grading time:
+# exercises/README.md):
 #
 # ```bash
 # .venv/bin/specdec grade notebooks/exercises/my_loop.py:speculative_generate
@@ -218,3 +219,17 @@ for name, (c, v, predicted, measured) in rows.items():
 # go through two next-token callables, and the same laws grade it:
 # [`notebooks/exercises/my_callables_loop.py`](exercises/my_callables_loop.py) and
 # `examples/transformers_style_loop.py` show how.
+
+# %% [markdown]
+# ## Check yourself
+#
+# Answer from this notebook alone, then compare with a neighbour:
+#
+# 1. List the steps of one round, from the committed context to the commit and rollback.
+# 2. Define the acceptance rate and α. Why do they differ?
+# 3. A run emits t tokens per target call. Why is its speedup less than t, and what does
+#    the notebook predict instead?
+# 4. State the three things to remember (the article's summary).
+#
+# (The answers are kept apart, for instructors: `specdec course DIR --instructor BUNDLE`
+# writes them beside the students' copy; docs/teaching.md.)

@@ -31,6 +31,27 @@
 # draft is rejected still yields one token, which is why speculative decoding never needs
 # more target passes than plain decoding, only more time per pass.)
 #
+# **Where E(α, k) comes from.** Let A be the number of drafts a round accepts, 0 ≤ A ≤ k; the
+# round emits A + 1 tokens, so E(α, k) = 1 + E[A]. A count is the sum of its own steps,
+# A = Σ_{i=1..k} [A ≥ i] (each i up to A contributes one), so
+#
+# E[A] = Σ_{i=1..k} P(A ≥ i).
+#
+# A ≥ i means that drafts 1 … i were all accepted: draft i is only judged when every draft
+# before it was kept, and the first rejection ends the round. By the chain rule, with α_j the
+# probability that draft j is accepted *given that drafts 1 … j−1 were*,
+#
+# P(A ≥ i) = α_1 · α_2 · … · α_i.
+#
+# So far nothing is assumed. Leviathan et al.'s model adds one assumption: every α_j is the
+# same α (acceptances independent of each other and of the position). Then P(A ≥ i) = α^i and
+#
+# E(α, k) = 1 + Σ_{i=1..k} α^i = Σ_{i=0..k} α^i = (1 − α^{k+1}) / (1 − α),
+#
+# the geometric sum of k + 1 terms (multiply by 1 − α and all the middle terms cancel:
+# 1 − α^{k+1}); at α = 1 every term is 1, and E = k + 1. §2 holds the measured tokens per round
+# against E(α, k), and shows where the assumption of one α for every position breaks.
+#
 # A round costs k draft steps (c target steps each) plus one target pass over k + 1
 # positions, which costs v(k+1) one-token steps (v ≈ 1 on a GPU; on many CPUs more, see
 # notebook 01). So the expected speedup over plain decoding is
@@ -177,6 +198,67 @@ for t in (0.0, 0.8):
     print(f"T = {t:g}, k:          " + "".join(f"{pt.k:7d}" for pt in points))
     print("  v(k+1), §1:        " + "".join(f"{costs.verify_cost(pt.k + 1):7.2f}" for pt in points))
     print("  v (run), the loop: " + "".join(f"{pt.v_loop:7.2f}" for pt in points))
+
+# %% [markdown]
+# ### One α for every position?
+#
+# E(α, k) needs P(A ≥ i) = α^i: one rate for every draft position. Without that assumption
+# the introduction's chain rule still holds, P(A ≥ i) = α_1 ⋯ α_i, with α_j the acceptance
+# rate at position j among the rounds that reached it — which is what
+# `SpeculativeStats.per_position_acceptance` counts (accepted at j / examined at j). The next
+# cell runs the pair on the four code prompts with k = 8 (greedy, and sampled at T = 0.8 with
+# two seeds), prints α_j for every position, and sets three numbers side by side: E(α, 8)
+# with the pooled α, the sum 1 + Σ_{i=1..8} α_1 ⋯ α_i with the measured rates, and the tokens
+# per round of the rounds that drafted all 8 (the last rounds of a run draft fewer).
+
+# %%
+K_DEEP = 8
+deep = {}
+for temperature, seeds in ((0.0, 1), (0.8, 2)):  # greedy runs are deterministic: one seed
+    deep[temperature] = SpeculativeStats.pooled(
+        speculative_generate(target, ModelDrafter(draft), prompt, k=K_DEEP, max_new_tokens=64,
+                             rng=np.random.default_rng((j, s)),
+                             sampling=SamplingParams(temperature=temperature), eos_id=EOS).stats
+        for j, prompt in enumerate(code) for s in range(seeds))
+by_position = {}
+for temperature, stats in deep.items():
+    rates = stats.per_position_acceptance  # [K_DEEP] α_j
+    assert np.all(np.isfinite(rates)), f"T = {temperature}: a position was never reached"
+    e_iid = expected_tokens_per_round(stats.alpha, K_DEEP)
+    e_positions = 1.0 + np.cumprod(rates).sum()  # 1 + Σ_i α_1 ⋯ α_i
+    full = stats.accepted_histogram  # [K_DEEP + 1] full rounds by drafts accepted
+    e_full = 1.0 + (np.arange(K_DEEP + 1) * full).sum() / full.sum()
+    by_position[temperature] = rates, e_iid, e_positions, e_full
+    print(f"T = {temperature:g}: α_j by position  " + " ".join(f"{r:.3f}" for r in rates)
+          + f"   (pooled α = {stats.alpha:.3f}, rounds that reached j: "
+          + " ".join(str(n) for n in stats.reached) + ")")
+    print(f"        tokens per round: E(α, {K_DEEP}) = {e_iid:.2f} (one α);  "
+          f"1 + Σ α_1⋯α_i = {e_positions:.2f} (measured α_j);  "
+          f"measured {e_full:.2f} over {full.sum()} full rounds "
+          f"({stats.mean_tokens_per_round:.2f} over all {stats.rounds})")
+# what the next paragraph says, checked on this run (counts: greedy is deterministic and the
+# sampled runs seeded, so every machine gets these numbers)
+for temperature, (rates, e_iid, e_positions, e_full) in by_position.items():
+    assert rates[0] < rates[1:].min(), f"T = {temperature}: position 1 is not the lowest: {rates}"
+    assert e_iid > e_full, f"T = {temperature}: E(α, k) = {e_iid:.2f} <= measured {e_full:.2f}"
+    assert abs(e_positions - e_full) < abs(e_iid - e_full), (
+        f"T = {temperature}: the rates by position ({e_positions:.2f}) should land nearer the "
+        f"full rounds' {e_full:.2f} than one pooled α does ({e_iid:.2f})")
+
+# %% [markdown]
+# The rates are not one α. The first position is accepted least, at both temperatures; the
+# later ones sit higher and move around. Two effects push that way: a round reaches position
+# j only after j − 1 correct guesses, so the later positions are judged mostly on easy,
+# predictable stretches (the rounds that reached j are a selected sample); and the first
+# draft of a round follows the target's own correction, often at the very place where the
+# two models just disagreed. The pooled α is a mean over positions (weighted by how often
+# each was reached), so it lies above α_1, and every term P(A ≥ i) = α_1 ⋯ α_i starts with
+# that first factor: E(α, k) credits the first position with the mean and overstates the
+# tokens per round, while the chain rule with the measured α_j lands close to what the full
+# rounds really yielded. That sum is bookkeeping, not a model — over rounds that all drafted
+# k it would equal their mean exactly; here the rates also count the shorter last rounds.
+# For choosing k the lesson is the same as in §2: E(α, k) is a good first guess, and the
+# per-position rates are what to look at when it and the measurement disagree.
 
 # %% [markdown]
 # ## 3. Measured: speedup against k, and its optimum
@@ -326,12 +408,31 @@ for name, x in (("predicted", prediction), ("measured", after.speedup)):
     assert np.isfinite(x) and x > 0, f"the {name} speedup should be a positive number, got {x}"
 
 # %% [markdown]
-# ## Exercise: the formula and the best k
+# ## Exercise: derive the speedup and choose k
 #
 # [`notebooks/exercises/my_speedup.py`](exercises/my_speedup.py) asks for `plan_k(alpha, c,
-# v, k_max)`: E[tokens per round] for every k, the predicted speedup with measured v(k+1),
-# and the best k. Grade it in about a second:
+# v, k_max)`: E[tokens per round] for every k, the predicted speedup with measured v, and the
+# best k. Its contract says what a round emits and what it costs, not the formulas: derive
+# them yourself (the introduction above is the worked answer — try without it first). Grade
+# it in about a second:
 #
 # ```bash
 # .venv/bin/specdec grade notebooks/exercises/my_speedup.py:plan_k
 # ```
+
+# %% [markdown]
+# ## Check yourself
+#
+# Answer from this notebook alone, then compare with a neighbour:
+#
+# 1. Write E(α, k), the expected tokens per round. Where does its leading 1 come from?
+#    Compute E(0.8, 4).
+# 2. Why does the best k grow with α, and how does a verification pass that is not free
+#    (v(k + 1) > 1) move it?
+# 3. α barely moves with k. Why?
+# 4. A pair accepts exactly two of four drafts every round. What are α and E(α, 4), and
+#    how many tokens does each round really emit? What does this say about E(α, k)?
+# 5. Code against prose: what did this pair show, and why is it not the article's reason?
+#
+# (The answers are kept apart, for instructors: `specdec course DIR --instructor BUNDLE`
+# writes them beside the students' copy; docs/teaching.md.)

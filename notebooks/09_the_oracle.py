@@ -149,9 +149,10 @@ display(Image(filename=str(path)))
 # keeps fewer drafts is reported as exact, with its acceptance against the optimum), the
 # **randomness** (is every draw taken from `rng`?) and your `verify` **inside the loop**.
 # Every family runs whatever another found; inside one, checks stop at the first failure, so
-# a wrong `verify` is rejected in a couple of seconds and a correct one passes in about 10 s
-# (docs/oracle.md has the measured figures). Each failure is explained on the smallest case
-# that shows it, with a hint chosen from the pattern of passed and failed checks. Exit code
+# a wrong `verify` is rejected faster than a correct one passes (both in seconds: the
+# measured times are in exercises/README.md's table, from docs/oracle.md). Each failure is
+# explained on the smallest case that shows it, with a hint chosen from the pattern of
+# passed and failed checks. Exit code
 # 0 / 1, `--json`, and `--gradescope` (a `results.json` for course autograders; `python -m
 # specdec.grading.delivery.gradescope build` makes the zip an instructor uploads);
 # `--kind loop` (or a loop's signature) grades a whole `speculative_generate`.
@@ -167,8 +168,9 @@ print(text_report(grade("specdec.oracle.broken:abs_residual")))  # the catalogue
 # %% [markdown]
 # And your file, as it stands. Until `verify` is written the grader reports the
 # `NotImplementedError` once, at your line, with the inputs it was called with; once it is
-# written, this cell grades it (about 10 s). Teachers: the exhaustive mode is still
-# `pytest -m distribution --verify=…` (every family, Holm tables, ~1.5 min); `specdec grade`
+# written, this cell grades it (its grading time: exercises/README.md). Teachers: the
+# exhaustive mode is still `pytest -m distribution --verify=…` (every family, Holm tables,
+# ~1.5 min); `specdec grade`
 # is the one to hand to students. A worked solution lives in
 # `notebooks/exercises/solutions/verify_solution.py`, out of this notebook's way.
 
@@ -176,3 +178,18 @@ print(text_report(grade("specdec.oracle.broken:abs_residual")))  # the catalogue
 my_file = Path("exercises") / "my_verify.py"  # beside this notebook, in a checkout or a course
 mine = grade(f"{my_file}:verify")
 print(text_report(mine))
+
+# %% [markdown]
+# ## Check yourself
+#
+# Answer from this notebook alone, then compare with a neighbour:
+#
+# 1. Name the oracle's three ways of testing a sampler and what each one proves.
+# 2. Exact laws already prove the rule. What do sampled laws add?
+# 3. Under a correct implementation, how are the sampled checks' p-values spread? Why does
+#    the oracle fix its seeds and correct for the number of tests?
+# 4. `draft_skips_catch_up` breaks the draft's cache, yet the output law stays exact. Why,
+#    and which law reveals it?
+#
+# (The answers are kept apart, for instructors: `specdec course DIR --instructor BUNDLE`
+# writes them beside the students' copy; docs/teaching.md.)

@@ -593,3 +593,20 @@ for kind in ("copy-heavy", "held-out"):
 # ```bash
 # .venv/bin/specdec grade notebooks/exercises/my_lookup.py:propose_lookup
 # ```
+
+# %% [markdown]
+# ## Check yourself
+#
+# Answer from this notebook alone, then compare with a neighbour:
+#
+# 1. A lookup drafter's q rows are one-hot. Why is that the correct q, and what does
+#    `verify` then do?
+# 2. With point-mass drafts, what is the probability that at least i drafts are accepted?
+# 3. When does a point mass beat a soft q under sampling, and when does a soft q win?
+# 4. The article says self-speculation needs a special structure and training. Which part
+#    is a slip, and why?
+# 5. `HeadsDrafter` keeps no cache and runs no forward pass. Where do its guesses come
+#    from, and why need its per-position acceptance not fall with the position?
+#
+# (The answers are kept apart, for instructors: `specdec course DIR --instructor BUNDLE`
+# writes them beside the students' copy; docs/teaching.md.)

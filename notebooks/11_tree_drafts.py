@@ -349,8 +349,9 @@ for label in ("T=0.8", "greedy"):
 # bound by reading its weights from memory, and the arithmetic for dozens of extra rows
 # hides under that read: a pass over n nodes costs about one step (v(n) ≈ 1) for n up to
 # dozens, so extra guesses are nearly free and only their acceptance matters. On a CPU the
-# hardware floor is flat too for a few rows (notebook 01's roofline: up to T = 8 the pass
-# is still bound by reading the weights). Whether this NumPy/OpenBLAS implementation stays on
+# hardware floor is flat too for a few rows (notebook 01's roofline: a pass over up to 8
+# new positions, n = 8 nodes here, is still bound by reading the weights; T, in this
+# notebook, is only the temperature). Whether this NumPy/OpenBLAS implementation stays on
 # that floor depends on the CPU, its BLAS kernels and the thread count (docs/benchmarks.md
 # has the machines measured so far); the cell below measures this one. Median of 25 repeats,
 # with the BLAS threads named at the top, on whatever else this machine is doing: read the
@@ -494,7 +495,8 @@ print(f"max |law of the 2nd token given child c - p(. | c)|  = {gap_second:.1e}"
 # exactly: the total variation (TV) between the law of the first emitted token and the
 # root's row p, for Medusa's ε = 0.09 (δ = √ε), against the exact walk. Then the law of 3
 # tokens on the small random cases of `specdec/typical.py` (V = 3, a top-2 × 2 tree, mean over
-# 20 cases), for three bars.
+# 20 cases), for three bars. (A set of its own: the means docs/algorithm.md quotes come from
+# the oracle's five cases of other shapes, and differ.)
 
 # %%
 def first_token_law(outcomes, tree):
@@ -589,8 +591,41 @@ print("every statement above holds on this run's numbers")
 # [`notebooks/exercises/my_tree.py`](exercises/my_tree.py) asks for `verify_tree(p_rows,
 # tree, rng)`: the walk above, siblings tried in order against the residual their earlier
 # siblings left. The grader scores the law of the emitted tokens and the rule apart, so an
-# exact walk that keeps fewer candidates is told so (about 10 s):
+# exact walk that keeps fewer candidates is told so (its grading time: exercises/README.md):
 #
 # ```bash
 # .venv/bin/specdec grade notebooks/exercises/my_tree.py:verify_tree
 # ```
+
+# %% [markdown]
+# ## Exercise: the mask, the positions and the compaction
+#
+# [`notebooks/exercises/my_tree_mask.py`](exercises/my_tree_mask.py) asks for
+# `tree_attention(parents, length, path)`: the bookkeeping of sections 2 and 4. It returns
+# the mask [n, length + n] (every committed slot, then ancestors-or-self), the positions
+# length + depth, and, for an accepted path, the slots kept (the root's, then the path's)
+# with where each one moves. The grader holds each part against `ancestor_mask`,
+# `position_ids` and `kept_slots` on fixed and random trees, and names the usual mistakes
+# (a sibling seen, positions by slot, the root dropped; about 1 s):
+#
+# ```bash
+# .venv/bin/specdec grade notebooks/exercises/my_tree_mask.py:tree_attention
+# ```
+
+# %% [markdown]
+# ## Check yourself
+#
+# Answer from this notebook alone, then compare with a neighbour:
+#
+# 1. The root has three children. Which position id does each get, and which key slots may
+#    node i attend to?
+# 2. At a node, children are tried in order. Write the rule for child j, including the
+#    update after a refusal. What goes wrong without the update?
+# 3. Why can a later sibling have a better chance than the first one had?
+# 4. Why does the accepted path need compaction before the commit, when a chain never
+#    does?
+# 5. A tree of depth D emits at most how many tokens per round? With the bundled pair's
+#    high α, why does a chain of 8 use a ninth node better than a wider tree?
+#
+# (The answers are kept apart, for instructors: `specdec course DIR --instructor BUNDLE`
+# writes them beside the students' copy; docs/teaching.md.)

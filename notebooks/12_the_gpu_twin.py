@@ -595,3 +595,20 @@ else:
 #    that for a model this small a GPU step is priced in launches and syncs rather than
 #    FLOPs, so that one pass over k + 1 rows costs about what one row costs. The device
 #    figures that would test it are pending until `scripts/gpu_check.sh` runs on a GPU.
+
+# %% [markdown]
+# ## Check yourself
+#
+# Answer from this notebook alone, then compare with a neighbour:
+#
+# 1. What makes `gpu/` a twin of `reference/`, and how does a program switch between them?
+# 2. Ported line for line to a GPU, the reference's round would read values back to the
+#    host. Which ones, and about how many per round?
+# 3. What does `decide(p, q, drafts, u)` compute, and why do sampled runs of the twin
+#    agree with the reference in law but not in text?
+# 4. What are the twin's host syncs per generated token, and the autoregressive loop's?
+# 5. Which claims of the notebook are counted, and which are expectations that still wait
+#    for a device run?
+#
+# (The answers are kept apart, for instructors: `specdec course DIR --instructor BUNDLE`
+# writes them beside the students' copy; docs/teaching.md.)

@@ -384,3 +384,32 @@ assert one.tokens == single.tokens, "expected a batch of one to reproduce the si
 #    those of the row run alone. Serving engines remove the padding (continuous batching,
 #    paged KV memory, packed variable-length attention: `docs/batch.md`) without changing
 #    the bookkeeping.
+
+# %% [markdown]
+# ## Exercise: one ragged pass, laid out by hand
+#
+# [`notebooks/exercises/my_batch.py`](exercises/my_batch.py) asks for
+# `ragged_pass(start, n_new, T)`: the position of every column, the `[B, T, S]` mask with
+# its padding and idle rows, and the slots each row writes, exactly as section 2 laid them
+# out. Three families are graded apart, on hand-made and random ragged batches, in about a
+# second:
+#
+# ```bash
+# .venv/bin/specdec grade notebooks/exercises/my_batch.py:ragged_pass
+# ```
+
+# %% [markdown]
+# ## Check yourself
+#
+# Answer from this notebook alone, then compare with a neighbour:
+#
+# 1. What does each row b of a ragged batch keep of its own?
+# 2. Write the mask rule for position i of row b over key slot j.
+# 3. What does the padded layout pay for the raggedness? Count the positions and the key
+#    columns.
+# 4. What does a finished row feed, and when does the loop stop?
+# 5. The rows share one random generator. Why does a row's text depend on its neighbours
+#    while its law does not?
+#
+# (The answers are kept apart, for instructors: `specdec course DIR --instructor BUNDLE`
+# writes them beside the students' copy; docs/teaching.md.)

@@ -1,7 +1,8 @@
 """Exercise: speculative sampling over two next-token callables -- the contract that lets a loop
 written against any library (transformers, your course's own model) be graded.
 
-Grade your function from the repository root (a few seconds):
+Grade your function from the repository root (README.md beside this file gives each
+exercise's grading time, measured):
 
     .venv/bin/specdec grade notebooks/exercises/my_callables_loop.py:speculative_sample
 

@@ -1,8 +1,8 @@
 """Exercise: write the speculative loop yourself -- the round and the run around it -- then let
 the oracle grade it.
 
-Grade your function from the repository root (about 16 s when it is right: 8 000 runs of your
-loop; a few seconds at most when it is not):
+Grade your function from the repository root (8 000 runs of your loop when it is right, far
+fewer when it is not; README.md beside this file gives each exercise's grading time, measured):
 
     .venv/bin/specdec grade notebooks/exercises/my_loop.py:speculative_generate
 

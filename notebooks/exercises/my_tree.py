@@ -1,7 +1,7 @@
 """Exercise: write tree verification yourself (notebook 11), then let the grader check it.
 
-Grade your function from the repository root (a few seconds when it is right, about a second
-for most mistakes):
+Grade your function from the repository root (most mistakes are rejected faster than a right
+walk passes; README.md beside this file gives each exercise's grading time, measured):
 
     .venv/bin/specdec grade notebooks/exercises/my_tree.py:verify_tree
 

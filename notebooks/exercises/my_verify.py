@@ -1,7 +1,7 @@
 """Exercise: write speculative sampling's `verify` yourself, then let the oracle grade it.
 
-Grade your function from the repository root (about 10 s when it is right, a second or two
-when it is not):
+Grade your function from the repository root (a wrong `verify` is rejected faster than a
+right one passes; README.md beside this file gives each exercise's grading time, measured):
 
     .venv/bin/specdec grade notebooks/exercises/my_verify.py:verify
 

@@ -27,8 +27,13 @@ from reference.sampling import SamplingParams, probabilities
 # (the lookup exercise's greedy runs)
 from reference.speculative import speculative_generate
 
+# the tree_mask exercise's expected answers, as the reference's pass and compaction compute
+# them: the slots a node sees (ancestor_mask, below), its position, the slots a path keeps
+from reference.tree.compaction import kept_slots
+from reference.tree.forward import position_ids
+
 # handed to a submitted verify_tree: the reference's own Tree, the contract's type
-from reference.tree.shape import Tree
+from reference.tree.shape import Tree, ancestor_mask
 
 # what a submitted verify's answer becomes inside the reference loop
 from reference.verification import Verification
@@ -49,9 +54,12 @@ __all__ = [
     "SamplingParams",
     "Tree",
     "Verification",
+    "ancestor_mask",
     "expected_tokens_per_round",
     "init_params",
+    "kept_slots",
     "noisy_copy",
+    "position_ids",
     "predicted_speedup",
     "probabilities",
     "speculative_generate",

@@ -324,3 +324,22 @@ def v_read_at_k_plus_1(alpha, c, v, k_max):
     else:
         speedups = np.array([tokens[j] / (j * c + v[j + 1]) for j in range(k_max + 1)])
     return int(np.argmax(speedups)), tokens, speedups
+
+
+def bonus_only_when_all_kept(alpha, c, v, k_max):
+    """Counts the target's token only as the bonus (all k kept), not the correction after a
+    rejection: E = alpha + ... + alpha^k + alpha^k."""
+    k = np.arange(k_max + 1)
+    tokens = good_tokens(alpha, k) - 1 + float(alpha) ** k
+    speedups = tokens / (k * c + costs(v, k_max))
+    return int(np.argmax(speedups)), tokens, speedups
+
+
+def verify_pass_over_k_positions(alpha, c, v, k_max):
+    """Prices the verification pass at v(k) (rows for the k drafts only, none for the bonus):
+    v[k - 1], which numpy reads as v[-1] at k = 0."""
+    k = np.arange(k_max + 1)
+    tokens = good_tokens(alpha, k)
+    vs = costs(v, k_max)
+    speedups = tokens / (k * c + vs[k - 1])
+    return int(np.argmax(speedups)), tokens, speedups

@@ -5,6 +5,8 @@ contract's cost model is the one specdec/choose_k.py chooses k with."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -59,6 +61,15 @@ def test_the_skeleton_fails_on_its_not_implemented_error():
     assert "my_speedup.py, line" in result.crash.where
 
 
+def test_the_skeleton_leaves_the_formulas_to_derive():
+    # the contract says what a round emits and costs; E and the round's cost are the student's
+    skeleton = (Path(__file__).parents[2] / SPEEDUP.spec().split(":")[0]).read_text()
+    for formula in ("alpha^", "alpha **", "(1 - alpha", "k c +", "k + 1 positions", "v(k+1)"):
+        assert formula not in skeleton, f"the skeleton hands out {formula!r}"
+    for term in ("accepted with probability alpha", "bonus", "correction", "v[j] = v(j + 1)"):
+        assert term in skeleton, f"the skeleton's contract lost {term!r}"
+
+
 HINTS = {
     "exponent_off_by_one": ("speedup/alpha-0.8", "off by one in the exponent"),
     "forgets_bonus_token": ("speedup/alpha-0.8", "bonus"),
@@ -67,6 +78,10 @@ HINTS = {
     "best_of_tokens": ("speedup/alpha-0.8", "maximise the speedup"),
     "ties_to_largest_k": ("speedup/ties", "the smallest k"),
     "skips_k_zero": ("speedup/alpha-0", "k = 0 (plain decoding"),
+    # the three slips of deriving E and the cost from the contract alone: the target's token
+    # forgotten, a closed form with alpha^k, the pass priced for k positions (v(k), not v(k+1))
+    "bonus_only_when_all_kept": ("speedup/alpha-0.8", "only when all k drafts are kept"),
+    "verify_pass_over_k_positions": ("speedup/measured-v", "covers k + 1 positions"),
 }
 CRASH_HINTS = {  # rejected by a crash, whose hint names the mistake
     "alpha_one_zero_division": ("speedup/alpha-1", "alpha = 1 divides by zero"),

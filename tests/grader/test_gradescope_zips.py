@@ -13,7 +13,7 @@ import pytest
 
 from .zips import autograde, build_zip, check_full_marks_and_zero, requirements_of
 
-QUICK = ("cache", "sampling", "speedup", "lookup", "callables", "tree")
+QUICK = ("cache", "sampling", "speedup", "lookup", "callables", "tree", "tree_mask", "batch")
 
 
 @pytest.mark.parametrize("kind", QUICK)

@@ -9,11 +9,14 @@ JupyterLab listens on 127.0.0.1 only; every other request of the page is blocked
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import subprocess
 import time
 import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from website.browser import CHROMIUM, CHROMIUM_FLAGS, require_chromium
@@ -55,13 +58,23 @@ def jupyterlab(installed, tmp_path):
 
     require_chromium("the JupyterLab check")  # before a server is started for nothing
 
-    folder = tmp_path / "course"
-    folder.mkdir()
     nb = nbformat.read(installed.course / NOTEBOOK, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-    nbformat.write(nb, folder / NOTEBOOK)
+    with serving(installed, tmp_path, NOTEBOOK, nb) as url:
+        yield url
+
+
+@contextmanager
+def serving(installed, tmp_path, name: str, nb):
+    """JupyterLab of the installed venv over a folder holding the notebook `nb` as `name`;
+    gives the notebook's URL and stops the server afterwards."""
+    import nbformat
+
+    folder = tmp_path / "course"
+    folder.mkdir()
+    nbformat.write(nb, folder / name)
     port, token = free_port(), secrets.token_hex(16)
     home = tmp_path / "home"  # JupyterLab's settings, workspaces and runtime files: fresh
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JUPYTER_PATH")}
@@ -88,7 +101,7 @@ def jupyterlab(installed, tmp_path):
                     log = server.stdout.read() if server.poll() is not None else ""
                     raise AssertionError(f"JupyterLab did not start: {error}\n{log}") from None
                 time.sleep(0.5)
-        yield f"{base}/lab/tree/{NOTEBOOK}?token={token}"
+        yield f"{base}/lab/tree/{name}?token={token}"
     finally:
         server.terminate()
         try:
@@ -97,37 +110,44 @@ def jupyterlab(installed, tmp_path):
             server.kill()
 
 
+def run_all_cells(pw, url: str):
+    """Open the notebook at `url` in chromium (nothing but the server reachable), Run All
+    Cells, wait until every cell ran or one raised; -> (browser, page, CELLS_JS's state)."""
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+    page = browser.new_page()
+    server = url.split("/lab/")[0]
+
+    def only_the_server(route):  # the network is off but for JupyterLab itself
+        if route.request.url.startswith(server):
+            route.continue_()
+        else:
+            route.abort()
+
+    page.route("**/*", only_the_server)
+    page.goto(url)
+    page.wait_for_function(
+        "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+        " && window.jupyterapp.shell.currentWidget.sessionContext"
+        " && window.jupyterapp.shell.currentWidget.sessionContext.session"
+        " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
+        timeout=120_000,
+    )
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    deadline, state = time.monotonic() + RUN_BUDGET_S, None
+    while time.monotonic() < deadline:
+        state = page.evaluate(CELLS_JS)
+        done = state and all(c["count"] is not None for c in state["cells"])
+        if done and state["busy"] == "idle" or any(c["errors"] for c in state["cells"]):
+            break
+        time.sleep(1)
+    return browser, page, state
+
+
 def test_run_all_cells_in_jupyterlab(jupyterlab):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        page = browser.new_page()
-        server = jupyterlab.split("/lab/")[0]
-
-        def only_the_server(route):  # the network is off but for JupyterLab itself
-            if route.request.url.startswith(server):
-                route.continue_()
-            else:
-                route.abort()
-
-        page.route("**/*", only_the_server)
-        page.goto(jupyterlab)
-        page.wait_for_function(
-            "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-            " && window.jupyterapp.shell.currentWidget.sessionContext"
-            " && window.jupyterapp.shell.currentWidget.sessionContext.session"
-            " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
-            timeout=120_000,
-        )
-        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        deadline, state = time.monotonic() + RUN_BUDGET_S, None
-        while time.monotonic() < deadline:
-            state = page.evaluate(CELLS_JS)
-            done = state and all(c["count"] is not None for c in state["cells"])
-            if done and state["busy"] == "idle" or any(c["errors"] for c in state["cells"]):
-                break
-            time.sleep(1)
+        browser, _, state = run_all_cells(pw, jupyterlab)
         browser.close()
     assert state and state["cells"], f"JupyterLab showed no code cell: {state}"
     errors = [(i + 1, c["errors"]) for i, c in enumerate(state["cells"]) if c["errors"]]
@@ -135,3 +155,58 @@ def test_run_all_cells_in_jupyterlab(jupyterlab):
     not_run = [i + 1 for i, c in enumerate(state["cells"]) if c["count"] is None]
     assert not not_run, f"cells never run within {RUN_BUDGET_S} s: {not_run}"
     assert sum(c["outputs"] for c in state["cells"]) >= len(state["cells"]) // 2, state
+
+
+# the widget's output and what it draws, after Run All Cells (specdec/explorer.py)
+WIDGET_JS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const outputs = [...panel.content.model.cells].flatMap(c => c.outputs ? c.outputs.toJSON() : []);
+  const title = document.querySelector(".jp-OutputArea .sd-round .step-title");
+  const target = document.querySelector('.jp-OutputArea .sd-round .cache[data-cache="target"]');
+  return {
+    mimes: outputs.flatMap(o => Object.keys(o.data || {})),
+    frames: document.querySelectorAll(".jp-OutputArea iframe").length,
+    kind: title && title.dataset.kind,
+    committed: target && +target.querySelector(".committed").textContent,
+    end: target && +target.querySelector(".end").textContent,
+  };
+}"""
+
+
+def test_the_round_explorer_is_a_widget_in_jupyterlab(installed, tmp_path):
+    """In JupyterLab (its kernel started by the server: JPY_SESSION_NAME) the explorer is an
+    anywidget, drawn by the same script as the static page, and its buttons work: clicked
+    through to the end, it shows the round's rollback and the target's pointers."""
+    import json
+
+    import nbformat
+    from playwright.sync_api import sync_playwright
+
+    require_chromium("the JupyterLab check")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from specdec.explorer import bundled_round, show_round\n"
+        "explored = bundled_round()\n"
+        "show_round(explored)")])
+    # the venv's own kernel, as the course's notebooks name it (else JupyterLab asks which)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    # the committed page's steps: tests/unit/test_explorer.py checks them against the code
+    page_html = (Path(__file__).resolve().parents[2] / "docs/explorer/round.html").read_text()
+    steps = json.loads(re.search(r'id="round-data">(.*?)</script>', page_html, re.S)
+                       .group(1).replace("<\\/", "</"))["steps"]
+    with serving(installed, tmp_path, "explorer.ipynb", nb) as url, sync_playwright() as pw:
+        browser, page, state = run_all_cells(pw, url)
+        try:
+            assert state and not any(c["errors"] for c in state["cells"]), state
+            page.wait_for_selector(".jp-OutputArea .sd-round button.next", timeout=60_000)
+            shown = page.evaluate(WIDGET_JS)
+            assert "application/vnd.jupyter.widget-view+json" in shown["mimes"], shown
+            assert shown["frames"] == 0 and shown["kind"] == "start", shown
+            for _ in steps[1:]:
+                page.click(".jp-OutputArea .sd-round button.next")
+            shown = page.evaluate(WIDGET_JS)
+        finally:
+            browser.close()
+    last = steps[-1]["target"]
+    assert (shown["kind"], shown["committed"], shown["end"]) == (
+        "rollback", last["committed"], last["end"]), shown

@@ -26,7 +26,8 @@ from .browser import Checker, launch, require_chromium
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "site"
 # what the site is built from: when one of these is newer than site/index.html, it is rebuilt
-INPUTS = ["docs/**/*.md", "docs/**/*.png", "docs/site/**/*", "notebooks/*.ipynb",
+INPUTS = ["docs/**/*.md", "docs/**/*.png", "docs/explorer/*.html", "docs/site/**/*",
+          "notebooks/*.ipynb",
           "notebooks/*.py", "notebooks/exercises/**/*", "README*.md", "scripts/build_site.py"]
 # a 1x1 PNG, for the pages that break the rules
 PIXEL = bytes.fromhex(

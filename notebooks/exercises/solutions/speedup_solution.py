@@ -12,6 +12,10 @@ import numpy as np
 
 def expected_tokens(alpha: float, k: np.ndarray) -> np.ndarray:
     # [n] draft lengths -> [n]: E = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha)
+    # Why: a round emits A + 1 tokens, A the accepted drafts (the target's one token comes
+    # after a rejection as after k acceptances). A >= i exactly when drafts 1..i are all
+    # accepted, probability alpha^i (independent drafts), and E[A] = sum_{i=1..k} P(A >= i),
+    # so E[A + 1] = sum_{i=0..k} alpha^i, a geometric sum of k + 1 terms.
     if alpha == 1.0:  # every draft kept: k drafts plus the bonus (the formula's 0/0 limit)
         return k + 1.0
     return (1.0 - alpha ** (k + 1.0)) / (1.0 - alpha)
@@ -29,5 +33,7 @@ def plan_k(alpha: float, c: float, v, k_max: int) -> tuple[int, np.ndarray, np.n
     if not np.all(verify > 0):
         raise ValueError(f"v must be > 0 (a figure or k_max + 1 of them), got {v!r}")
     tokens = expected_tokens(alpha, k)
+    # the pass scores k + 1 positions: a row to judge each of the k drafts, and the row the
+    # round's last token comes from (the bonus row after the k-th draft)
     speedups = tokens / (k * c + verify)  # k draft steps and one pass over k + 1 positions
     return int(np.argmax(speedups)), tokens, speedups  # argmax: the first of equal maxima

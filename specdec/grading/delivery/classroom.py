@@ -213,6 +213,8 @@ def first_failure(report: dict) -> str:
     if not failed:
         return ""
     law = failed[0]
+    if law.get("crash"):  # what was raised and the student's file and line
+        return f"{law['name']}: {law['crash']}"
     if law["crashed"] and report.get("crash"):
         return f"{law['name']}: {first_line(report['crash'])}"
     return f"{law['name']}: {first_line(law['summary'] or 'failed')}"

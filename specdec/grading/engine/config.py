@@ -37,7 +37,13 @@ DEFAULT_WEIGHTS = {
     "lookup": FamilySetting(10.0),
     "tree-law": FamilySetting(8.0),
     "tree-rule": FamilySetting(2.0),
+    "tree-mask": FamilySetting(5.0),
+    "tree-positions": FamilySetting(2.0),
+    "tree-compaction": FamilySetting(3.0),
     "loop-callables": FamilySetting(10.0),
+    "batch-positions": FamilySetting(3.0),
+    "batch-mask": FamilySetting(5.0),
+    "batch-writes": FamilySetting(2.0),
 }
 
 

@@ -22,13 +22,29 @@ FAILED_VERDICT = {
     "lookup": "your proposals differ from the contract's, or their q is not the point mass",
     "tree-law": "the emitted tokens do NOT follow the target's law: the walk is biased",
     "tree-rule": "the walk is not the contract's rule (see below)",
+    "tree-mask": "your mask lets a node see what it must not, or hides what it must (see below)",
+    "tree-positions": "your positions are not length + depth (see below)",
+    "tree-compaction": "your kept slots or their moves differ from the reference's (see below)",
     "loop-callables": "your loop's output or its calls do not follow the laws (see below)",
+    "batch-positions": "some row's positions are not start + i, or padding's not 0 (see below)",
+    "batch-mask": "your mask lets a row see a slot it must not, or hides one (see below)",
+    "batch-writes": "some row writes slots other than its real tokens' (see below)",
 }
+
+
+def family_crash(grade: Grade, name: str):
+    """The crash that failed the family `name`, or None: a family fails at its first failed
+    check (core.run_families), so that check's crash, if it raised, is the family's."""
+    failed = next((r for r in grade.results if r.family == name and r.status == "fail"), None)
+    return None if failed is None else failed.crash
 
 
 def family_verdict(grade: Grade, family) -> str:
     status = grade.family_status(family.name)
-    if family.name in grade.verdicts:
+    crash = family_crash(grade, family.name) if status == "fail" else None
+    if crash is not None:  # headed as what it was, not as a wrong law (the detail is below)
+        text = crash.headline() + " (see below)"
+    elif family.name in grade.verdicts:
         text = grade.verdicts[family.name]
     elif status == "pass":
         text = family.what
@@ -104,6 +120,7 @@ def result_dict(r: Result) -> dict:
         "explanation": [] if o is None else o.story,
         "hint": "" if o is None else o.hint,
         "crashed": r.crash is not None,
+        "crash": None if r.crash is None else r.crash.headline(),
         "seconds": round(r.seconds, 3),
     }
 
@@ -119,6 +136,7 @@ def json_report(grade: Grade) -> str:
                     "status": grade.family_status(f.name),
                     "counted": grade.counted is None or f.name in grade.counted,
                     "verdict": family_verdict(grade, f)[6:],
+                    "crashed": family_crash(grade, f.name) is not None,
                 }
                 for f in grade.families
             },

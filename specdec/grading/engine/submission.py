@@ -73,6 +73,18 @@ class SubmissionCrash(Exception):
         # the same mistake met by several checks is reported once
         return type(self.error).__name__, str(self.error), self.where
 
+    def headline(self) -> str:
+        """The crash in one line, for whatever summarises a grade (a family's verdict, the
+        JSON and Gradescope reports, a class's table): what was raised and at which line of
+        the student's file; or which returned value broke the contract."""
+        name = type(self.error).__name__
+        if ", line " in self.where:  # 'file.py, line N, in f: <code>': the file and line
+            return f"crashed: your code raised {name} at {self.where.split(': ', 1)[0]}"
+        message = (str(self.error).strip().splitlines() or [""])[0]
+        if self.where.startswith("the value your"):
+            return f"{self.where} broke the contract: {message}"
+        return f"crashed: {name} in {self.where}" + (f": {message}" if message else "")
+
     def describe(self) -> str:
         lines = [
             f"your code raised {type(self.error).__name__}: {self.error}",

@@ -86,7 +86,7 @@ EXERCISES: tuple[Exercise, ...] = (
     ),
     Exercise(
         "speedup",
-        "the speedup formula: E[tokens per round] and the best k for measured c and v",
+        "the speedup, derived: E[tokens per round] and the best k for measured c and v",
         "plan_k",
         "my_speedup.py",
         "speedup_solution.py",
@@ -127,6 +127,16 @@ EXERCISES: tuple[Exercise, ...] = (
         "specdec.grading.exercises.tree.checks:revise_tree_hints",
     ),
     Exercise(
+        "tree_mask",
+        "a tree's attention mask, its positions, and the slots the accepted path keeps",
+        "tree_attention",
+        "my_tree_mask.py",
+        "tree_mask_solution.py",
+        "11_tree_drafts",
+        ("tree-mask", "tree-positions", "tree-compaction"),
+        "specdec.grading.exercises.tree_mask.checks:tree_mask_families",
+    ),
+    Exercise(
         "callables",
         "a loop written against another library, graded through two next-token callables",
         "speculative_sample",
@@ -135,6 +145,16 @@ EXERCISES: tuple[Exercise, ...] = (
         "07_full_run",
         ("loop-callables",),
         "specdec.grading.exercises.callables.checks:callables_families",
+    ),
+    Exercise(
+        "batch",
+        "a ragged batched pass: per-row positions, the mask with padding, the slots written",
+        "ragged_pass",
+        "my_batch.py",
+        "batch_solution.py",
+        "13_ragged_batches",
+        ("batch-positions", "batch-mask", "batch-writes"),
+        "specdec.grading.exercises.batch.checks:batch_families",
     ),
 )
 

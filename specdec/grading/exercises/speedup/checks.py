@@ -12,8 +12,12 @@ The cases: alpha = 0.8 (best k inside the range), alpha = 0 (no draft is ever ke
 decoding, k = 0, is best), alpha = 1 (every draft kept: the formula's 0/0), measured
 v(k+1) given as an array, exact ties (alpha = 0, c = 0) and k_max = 0, then a few hundred
 seeded random (alpha, c, v, k_max). A failure names the first wrong answer on its case and
-says which known mistake reproduces it (the exponent off by one, the bonus token forgotten,
-v ignored, the argmax taken over tokens instead of speedups, ties, k = 0 left out).
+says which known mistake reproduces it (the exponent off by one, the target's token forgotten
+or counted only as the bonus, the pass priced at v(k) for k positions instead of v(k+1), v
+ignored, the argmax taken over tokens instead of speedups, ties, k = 0 left out). The skeleton
+gives the contract only (what a round emits and costs); the formulas above are the student's
+to derive, so the hints name a mistake and a case to check by hand rather than hand them out
+when no known mistake matches.
 """
 
 from __future__ import annotations
@@ -134,6 +138,12 @@ HINTS = {
         "k drafts are kept), so E = 1 + alpha + ... + alpha^k: at alpha = 0 a round still "
         "yields 1 token"
     ),
+    "bonus-only": (
+        "E counts the target's token only when all k drafts are kept (the bonus): a rejection "
+        "also ends with one token of the target's, the correction drawn from the residual, so "
+        "every round emits exactly one target token after its accepted drafts (E = 1 + "
+        "alpha + ... + alpha^k; at alpha = 0 a round still yields 1 token whatever k is)"
+    ),
     "v-ignored": (
         "the speedups divide by k c + 1: the verification pass costs v (v(k+1)) target "
         "steps, not 1 — speedup = E / (k c + v)"
@@ -144,6 +154,11 @@ HINTS = {
     "v-index": (
         "v[k] is v(k+1), the cost of the pass over k + 1 positions that verifies k drafts: "
         "the speedup of k uses v[k] (index k, not k + 1 or k - 1)"
+    ),
+    "v-k-rows": (
+        "the speedups price the verification pass at v(k) (v[k - 1]): k rows judge the k "
+        "drafts, but the round's last token needs one more — the bonus row after the k-th "
+        "draft — so the pass covers k + 1 positions and costs v(k+1) = v[k]"
     ),
     "v-first": "the speedups use v[0] for every k: the speedup of k uses v[k] = v(k+1)",
     "upside-down": "the speedups are upside down: speedup = E / (k c + v), tokens per cost",
@@ -181,15 +196,18 @@ def tokens_hint(case: Case, tokens: np.ndarray) -> str:
             "exponent-low": (1 - power) / (1 - a),
             "exponent-high": (1 - power * a * a) / (1 - a),
             "no-bonus": (1 - power * a) / (1 - a) - 1,
+            "bonus-only": (1 - power * a) / (1 - a) - 1 + power,  # alpha + .. + alpha^k + alpha^k
         }
-    else:
+    else:  # (the bonus-only mistake is right at alpha = 1: every round keeps all k)
         known = {"exponent-low": k * 1.0, "exponent-high": k + 2.0, "no-bonus": k * 1.0}
     for name, wrong in known.items():
         if close(tokens, wrong):
             return HINTS[name]
     return (
-        "expected_tokens[k] is E = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha) "
-        "(k + 1 at alpha = 1)"
+        "expected_tokens[k] is the expected number of tokens a round emits: its A accepted "
+        "drafts plus the target's one token, E[A + 1]. Check it where you know the answer: 1 "
+        "at alpha = 0, k + 1 at alpha = 1, and 1 + alpha at k = 1 (2 tokens exactly when the "
+        "one draft is accepted)"
     )
 
 
@@ -202,14 +220,21 @@ def speedups_hint(case: Case, want: Plan, speedups: np.ndarray) -> str:
     }
     if not np.isscalar(case.v):
         known["v-first"] = E / (k * case.c + v[0])
-        known["v-index"] = E / (k * case.c + np.r_[1.0, v[:-1]])  # v[k - 1] (v(0) read as 1)
+        known["v-k-rows"] = E / (k * case.c + np.r_[1.0, v[:-1]])  # v[k - 1] (v(0) read as 1)
     for name, wrong in known.items():
         if close(speedups, wrong):
             return HINTS[name]
+    if not np.isscalar(case.v) and case.k_max > 0:  # v(k) = v[k - 1] for k >= 1, k = 0 aside
+        if close(speedups[1:], E[1:] / (k[1:] * case.c + v[:-1])):
+            return HINTS["v-k-rows"]
     if not np.isscalar(case.v) and case.k_max > 0:  # v[k + 1]: as far as it exists
         if close(speedups[:-1], E[:-1] / (k[:-1] * case.c + v[1:])):
             return HINTS["v-index"]
-    return "speedups[k] = expected_tokens[k] / (k c + v(k+1)): k draft steps and one pass"
+    return (
+        "speedups[k] is expected_tokens[k] divided by the round's cost in target steps: its k "
+        "draft steps (c each) and its one verification pass (v for as many positions as the "
+        "round needs rows)"
+    )
 
 
 def best_hint(case: Case, want: Plan, best: int) -> str:
