@@ -19,6 +19,7 @@ from reference.batch import (
 )
 from reference.config import GPTConfig
 from reference.drafters import Draft, Drafter, ModelDrafter
+from reference.eagle import EagleDrafter
 from reference.early_exit import EarlyExitDrafter
 from reference.heads import HeadsDrafter
 from reference.kv_cache import KVCache, catch_up_tokens
@@ -51,6 +52,7 @@ __all__ = [
     "Drafter",
     "GPTConfig",
     "EarlyExitDrafter",
+    "EagleDrafter",
     "HeadsDrafter",
     "HybridDrafter",
     "KVCache",

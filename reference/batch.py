@@ -295,21 +295,25 @@ def batched_forward_unchecked(
 def batched_pass(
     model: GPT, tokens: np.ndarray, n_new: np.ndarray, cache: BatchKVCache
 ) -> tuple[np.ndarray, np.ndarray]:
-    # tokens [B, T] int64, n_new [B] -> (logits [B, T, V], h [B, T, C]): the final hidden
-    # states too, for drafters that read the target's state (extra heads). Padding: NaN.
+    # tokens [B, T] int64, n_new [B] -> (logits [B, T, V], h [B, T, C], x [B, T, C]): the
+    # final hidden states and the features before ln_f too, for drafters that read the
+    # target's state (extra heads, EAGLE). Padding: NaN.
     V, C = model.n_vocab, model.config.n_embd
     B, T = tokens.shape
     at = batch_placement(cache.end, n_new, T)  # cache.end: a new array, moved by mark_written
     logits = np.full((B, T, V), np.nan, dtype=np.float32)
     h = np.full((B, T, C), np.nan, dtype=np.float32)
+    x = np.full((B, T, C), np.nan, dtype=np.float32)
     if at.stop == 0:
-        return logits, h  # nothing cached, nothing new: no row has anything to compute
+        return logits, h, x  # nothing cached, nothing new: no row has anything to compute
     real = np.arange(T)[None, :] < n_new[:, None]  # [B, T]
     # the model's one forward over the B*T positions (padding reads token 0 and is dropped)
-    x = model.norm(model.residual(np.where(real, tokens, 0), cache, at), "ln_f")  # [B*T, C]
-    h[real] = x.reshape(B, T, C)[real]
-    logits[real] = model.logits(x).reshape(B, T, V)[real]
-    return logits, h
+    features = model.residual(np.where(real, tokens, 0), cache, at)  # [B*T, C]
+    final = model.norm(features, "ln_f")  # [B*T, C]
+    x[real] = features.reshape(B, T, C)[real]
+    h[real] = final.reshape(B, T, C)[real]
+    logits[real] = model.logits(final).reshape(B, T, V)[real]
+    return logits, h, x
 
 
 # ------------------------------------------------------------------------------ one round
@@ -321,13 +325,13 @@ def batched_verification_pass(
     contexts: list[np.ndarray],
     drafts: list[Draft | None],
     sampling: SamplingParams,
-) -> tuple[list[np.ndarray | None], list[int], np.ndarray]:
+) -> tuple[list[np.ndarray | None], list[int], np.ndarray, np.ndarray]:
     # -> (p[b] [k_b+1, V] or None, catch-up tokens fed per row, h [B, T, C] the pass's final
-    # hidden states, by row and position). ONE target forward over
-    # [catch-up tokens of b, x_1..x_{k_b} of b] for every row with a draft (ragged: k_b and
-    # the catch-up differ), none for a finished row (drafts[b] None: n_new[b] = 0). Row b's
-    # last k_b + 1 real rows score its drafts and its bonus position, as in
-    # `verification_pass`.
+    # hidden states by row and position, x [B, T, C] its features before ln_f). ONE target
+    # forward over [catch-up tokens of b, x_1..x_{k_b} of b] for every row with a draft
+    # (ragged: k_b and the catch-up differ), none for a finished row (drafts[b] None:
+    # n_new[b] = 0). Row b's last k_b + 1 real rows score its drafts and its bonus position,
+    # as in `verification_pass`.
     rows, n_catch_up = [], []
     for b, draft in enumerate(drafts):
         if draft is None:
@@ -338,7 +342,7 @@ def batched_verification_pass(
         rows.append(np.concatenate([new, draft.tokens]))
         n_catch_up.append(len(new))
     tokens, n_new = pad_right(rows)
-    logits, h = batched_pass(target, tokens, n_new, cache)  # [B, T, V], [B, T, C]
+    logits, h, x = batched_pass(target, tokens, n_new, cache)  # [B, T, V], [B, T, C] x2
     p: list[np.ndarray | None] = []
     for b, draft in enumerate(drafts):
         if draft is None:
@@ -346,7 +350,7 @@ def batched_verification_pass(
             continue
         k_b, n_b = len(draft.tokens), int(n_new[b])
         p.append(probabilities(logits[b, n_b - (k_b + 1) : n_b], sampling))
-    return p, n_catch_up, h
+    return p, n_catch_up, h, x
 
 
 def batched_round(
@@ -383,7 +387,9 @@ def batched_round(
             if not proposals_checked(drafters[b]):  # a plug-in's proposal, as in the round
                 check_draft(drafts[b], k_rounds[b], target.n_vocab)
     clock.mark("draft")
-    p, n_catch_up, h = batched_verification_pass(target, cache, contexts, drafts, sampling)  # 2.
+    p, n_catch_up, h, x = batched_verification_pass(  # 2.
+        target, cache, contexts, drafts, sampling
+    )
     clock.mark("target")
     t_written = cache.end
     d_written = [cache_span_start(c)[1] for c in draft_caches]
@@ -410,6 +416,7 @@ def batched_round(
         drafters[b].rollback()
         last = n_catch_up[b] + verifications[b].accepted - 1  # row of the last kept token
         drafters[b].observe(h[b, last])  # the target's row that scored the round's last token
+        drafters[b].observe_features(x[b, : last + 1])  # features of the kept positions
         dc = draft_caches[b]
         rounds[b] = Round(
             draft=drafts[b],
@@ -431,12 +438,13 @@ def batched_prefill(
     # `prefill` for B prompts: one ragged target pass caches every prompt but its last token
     # (a one-token prompt feeds nothing: n_new[b] = 0); each drafter prefills its own.
     tokens, n_new = pad_right([prompt[:-1] for prompt in prompts])
-    h = batched_pass(target, tokens, n_new, cache)[1]  # [B, T, C]
+    _, h, x = batched_pass(target, tokens, n_new, cache)  # [B, T, C] x2
     cache.commit(n_new)
     for b, (drafter, prompt) in enumerate(zip(drafters, prompts, strict=True)):
         drafter.reset()
         if n_new[b]:
             drafter.observe(h[b, n_new[b] - 1])  # the row that scored the prompt's last token
+            drafter.observe_features(x[b, : n_new[b]])
         drafter.prefill(prompt[:-1])
 
 

@@ -19,6 +19,10 @@ overrides only what it has):
   * `observe(h)` (default: nothing): after every round and after prefill, the target's final
     hidden state h [C] at the last position whose successor has been sampled -- all extra
     heads need to draft the next round (reference/heads.py);
+  * `observe_features(x)` (default: nothing): after every round and after prefill, the
+    target's features x [m, C] (the residual stream after its last block, BEFORE ln_f) of
+    the m positions it has just committed, in order -- what an EAGLE drafter reads
+    (reference/eagle.py);
   * a Draft may carry `shared` (SharedLayers): the target's own lower layers already ran
     over the round's rows while drafting (early exit), so the verification pass starts
     those rows at the exit layer instead of recomputing them (`SharedLayers.continue_in`);
@@ -106,6 +110,9 @@ class DrafterParts(Protocol):
     def observe(self, h: np.ndarray) -> None:  # h [C], the target's last hidden state
         return None
 
+    def observe_features(self, x: np.ndarray) -> None:  # x [m, C], the committed positions'
+        return None  # pre-norm features, in order
+
 
 class Drafter(DrafterParts, Protocol):
     """What the loop asks of a drafter. Subclass it: the optional parts get their defaults."""
@@ -128,7 +135,7 @@ class Drafter(DrafterParts, Protocol):
 
 # what each kind of loop calls (a tree drafter's are in reference/tree/drafters.py)
 CHAIN_PARTS = ("n_vocab", "n_ctx", "reset", "prefill", "propose", "commit", "rollback")
-OPTIONAL_PARTS = ("cache", "observe", "library_checked")
+OPTIONAL_PARTS = ("cache", "observe", "observe_features", "library_checked")
 
 
 def proposals_checked(drafter) -> bool:

@@ -230,3 +230,7 @@ class HybridDrafter(Drafter):
         # a fallback that drafts from the target's state (extra heads) needs it after every
         # round, whoever proposed: the next round may be its (a Drafter's default ignores it)
         self.fallback.observe(h)
+
+    def observe_features(self, x: np.ndarray) -> None:
+        # the same for the target's features (an EAGLE fallback catches up on them)
+        self.fallback.observe_features(x)

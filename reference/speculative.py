@@ -125,15 +125,34 @@ def verification_pass(
     # entries; its last k+1 rows score x_1..x_k and the bonus position. h are those rows'
     # final hidden states (what extra heads draft from). With `shared` (an early-exit
     # drafter's rows), the rows it already ran through blocks 0..L'-1 start at block L'.
+    x, n_catch_up = target_features(target, cache, context, draft_tokens, shared)
+    p, h = scored_rows(target, x, len(draft_tokens), sampling)
+    return p, n_catch_up, h
+
+
+def target_features(
+    target: GPT,
+    cache: KVCache,
+    context: np.ndarray,
+    draft_tokens: np.ndarray,
+    shared: SharedLayers | None = None,
+) -> tuple[np.ndarray, int]:
+    # -> (x [n_catch_up + k, C], n_catch_up): the verification pass's forward, stopped
+    # before the final norm: x are the target's features of every row it fed (EAGLE reads them)
     new = catch_up_tokens(cache, context)
     tokens = np.concatenate([new, draft_tokens])
     if shared is None:
         x = target.residual(tokens, cache)
     else:  # an early-exit drafter's rows continue at its exit layer
         x = shared.continue_in(target, cache, tokens)
-    k = len(draft_tokens)
+    return x, len(new)
+
+
+def scored_rows(target: GPT, x: np.ndarray, k: int, sampling) -> tuple[np.ndarray, np.ndarray]:
+    # features x [T, C] -> (p [k+1, V], h [k+1, C]): the last k+1 rows through ln_f and the
+    # output layer, processed by the sampling transform
     h = target.norm(x[-(k + 1) :], "ln_f")  # [k+1, C]
-    return probabilities(target.logits(h), sampling), len(new), h
+    return probabilities(target.logits(h), sampling), h
 
 
 def check_shared(shared: SharedLayers | None, target: GPT) -> None:
@@ -172,9 +191,10 @@ def speculative_round(
         check_draft(draft, k, target.n_vocab)  # it may stop early, never draft more
     check_shared(draft.shared, target)
     clock.mark("draft")
-    p, n_catch_up, h = verification_pass(  # 2.
-        target, cache, context, draft.tokens, sampling, draft.shared
-    )
+    # 2. the verification pass, in its two halves: the target's features x of every row it
+    # feeds (what an EAGLE drafter reads), then the rows p (and h) that score the drafts
+    x, n_catch_up = target_features(target, cache, context, draft.tokens, draft.shared)
+    p, h = scored_rows(target, x, len(draft.tokens), sampling)
     clock.mark("target")
     t_written, d_written = cache.end, cache_span_start(draft_cache)[1]
     if verify_fn is None:  # 3. accept a prefix, then one more token
@@ -188,6 +208,7 @@ def speculative_round(
     drafter.commit(v.accepted)
     drafter.rollback()
     drafter.observe(h[v.accepted])  # the target's row that scored the round's last token
+    drafter.observe_features(x[: n_catch_up + v.accepted])  # features of the kept positions
     return Round(
         draft=draft,
         p=p,
@@ -222,9 +243,10 @@ def prefill(target: GPT, cache: KVCache, drafter: Drafter, prompt: np.ndarray) -
     # emitted token) is fed together with the next drafts.
     drafter.reset()
     if len(prompt) > 1:
-        h = target.norm(target.residual(prompt[:-1], cache), "ln_f")  # [n-1, C]
+        x = target.residual(prompt[:-1], cache)  # [n-1, C]: the features, before ln_f
         cache.commit(len(prompt) - 1)
-        drafter.observe(h[-1])  # the target's row that scored the prompt's last token
+        drafter.observe(target.norm(x[-1:], "ln_f")[0])  # the row that scored the last token
+        drafter.observe_features(x)
     drafter.prefill(prompt[:-1])
 
 

@@ -11,6 +11,12 @@ reference/early_exit.py or reference/heads.py:
   softmax((h + SiLU(h W_i + b_i)) @ wte^T); the m = min(k, heads) drafts are drawn
   independently, one from each head (they do not see each other); before any target row
   exists (a one-token context) there is no draft.
+* EagleProposals: at a context c = x(0..n-1) with n >= 2, the target's features f(0..n-2) =
+  its residual stream of c[:-1] before ln_f (uncached); fused rows g(t) = [wte[x(t+1)]; f(t)]
+  W + b, written out in float64; the block (the EAGLE params' "h.0.*", run uncached over
+  every fused row so far by a one-block GPT) gives f^, and row i is softmax(ln_f(f^) @
+  wte^T) of the block's last output; draft i is drawn from it and fused with that f^ for
+  row i+1 (drafts see each other, through the drafter's own features).
 """
 
 from __future__ import annotations
@@ -22,9 +28,10 @@ from functools import cache
 
 import numpy as np
 
+from reference.eagle import EagleDrafter, init_eagle_params
 from reference.early_exit import EarlyExitDrafter
 from reference.heads import HeadsDrafter
-from reference.model import GPT
+from reference.model import GPT, causal_placement
 from reference.sampling import SamplingParams, probabilities
 from specdec.oracle.laws import LoopSetup, decision_margin
 from specdec.standins import random_exit_head, random_heads
@@ -109,14 +116,72 @@ class HeadsProposals:
             yield tuple(int(x) for x in drafts), Q, w
 
 
+def eagle_block(target: GPT, eagle: dict) -> GPT:
+    # the EAGLE block as a one-block GPT (its "h.0.*" params; the rest is the target's, unused)
+    keep = {name: w for name, w in target.params.items() if not name.startswith("h.")}
+    keep |= {name: w for name, w in eagle.items() if name.startswith("h.")}
+    return GPT(replace(target.config, n_layer=1), keep)
+
+
+class EagleProposals:
+    """Every draft of an EAGLE drafter at a context, with its q rows and probability."""
+
+    def __init__(self, target: GPT, eagle: dict, sampling: SamplingParams) -> None:
+        self.target, self.sampling, self.n_vocab = target, sampling, target.n_vocab
+        self.block = eagle_block(target, eagle)
+        self.w = eagle["fc.weight"].astype(np.float64)
+        self.b = eagle["fc.bias"].astype(np.float64)
+        self.wte = target.params["wte.weight"].astype(np.float64)
+        self.margin = math.inf
+
+    def fused(self, token: int, f: np.ndarray) -> np.ndarray:  # [C] -> g [C]
+        return np.concatenate([self.wte[token], f.astype(np.float64)]) @ self.w + self.b
+
+    def row(self, g: list) -> tuple[np.ndarray, np.ndarray]:
+        # fused rows g(0..t) -> (q row [V], f^(t+1) [C]) from the block's last output
+        G = np.stack(g).astype(np.float32)
+        f_hat = self.block.blocks(G, None, causal_placement(0, len(G)), 0, 1)[-1]
+        eps = self.target.config.layer_norm_epsilon
+        P = self.target.params
+        z = layer_norm64(f_hat, P["ln_f.weight"], P["ln_f.bias"], eps)
+        logits = z @ self.wte.T
+        self.margin = min(self.margin, decision_margin(logits, self.sampling))
+        return probabilities(logits, self.sampling), f_hat
+
+    def outcomes(self, context, k: int):
+        if len(context) < 2 or k == 0:
+            yield (), np.zeros((0, self.n_vocab)), 1.0
+            return
+        f = self.target.residual(np.asarray(context[:-1], dtype=np.int64))  # f(0..n-2)
+        g = [self.fused(context[t + 1], f[t]) for t in range(len(context) - 1)]
+        yield from self.extend(g, (), [], 1.0, k)
+
+    def extend(self, g: list, drafts: tuple, rows: list, w: float, k: int):
+        q, f_hat = self.row(g)
+        for x in np.flatnonzero(q > 0):
+            x = int(x)
+            if len(drafts) + 1 == k:
+                yield drafts + (x,), np.stack([*rows, q]), w * float(q[x])
+            else:
+                g_next = [*g, self.fused(x, f_hat)]
+                yield from self.extend(g_next, drafts + (x,), [*rows, q], w * float(q[x]), k)
+
+
 @dataclass(frozen=True)
 class SelfDraftSetup(LoopSetup):
     """A loop setup whose drafter is the target's own: an exit after `exit_layer` blocks,
-    or `n_heads` extra heads (random stand-ins for trained ones, seeded by `part_seed`)."""
+    `n_heads` extra heads, or an EAGLE block (`eagle`) (random stand-ins for trained ones,
+    seeded by `part_seed`)."""
 
     exit_layer: int = 0
     n_heads: int = 0
     part_seed: int = 0
+    eagle: bool = False
+
+    def eagle_params(self) -> dict:
+        return init_eagle_params(
+            self.target_model().config, np.random.default_rng(self.part_seed), std=0.5
+        )
 
     def exit_head(self) -> dict:
         return random_exit_head(self.target[0], self.part_seed)
@@ -125,11 +190,15 @@ class SelfDraftSetup(LoopSetup):
         return random_heads(self.target[0], self.n_heads, self.part_seed)
 
     def make_drafter(self):
+        if self.eagle:
+            return EagleDrafter(self.target_model(), self.eagle_params())
         if self.exit_layer:
             return EarlyExitDrafter(self.target_model(), self.exit_layer, self.exit_head())
         return HeadsDrafter(self.target_model(), self.heads())
 
     def draft_law(self, sampling: SamplingParams):
+        if self.eagle:
+            return EagleProposals(self.target_model(), self.eagle_params(), sampling)
         if self.exit_layer:
             return ExitRows(self.target_model(), self.exit_layer, self.exit_head(), sampling)
         return HeadsProposals(self.target_model(), self.heads(), sampling)
@@ -144,6 +213,7 @@ def self_setup(
     *,
     exit_layer=0,
     n_heads=0,
+    eagle=False,
     eos_id=None,
     n=0,
     seed=0,
@@ -164,6 +234,7 @@ def self_setup(
         exit_layer=exit_layer,
         n_heads=n_heads,
         part_seed=part_seed,
+        eagle=eagle,
     )
 
 

@@ -1,9 +1,10 @@
 """Early exit and extra heads keep the target's law: exact laws, and one sampled Holm family.
 
-Exact laws (zero variance): what an early-exit drafter or a heads drafter can propose at
+Exact laws (zero variance): what an early-exit, a heads or an EAGLE drafter can propose at
 each context is enumerated from the definitions written in self_drafting.py (not from the
-drafters' code), verify's outcomes from the real verify_law, and the loop's rules (EOS,
-length) are the real ones: the output law must be the target's autoregressive law to
+drafters' code; for EAGLE, a test checks the real drafter's rows are those enumerated),
+verify's outcomes from the real verify_law, and the loop's rules (EOS, length) are the
+real ones: the output law must be the target's autoregressive law to
 1e-12, at greedy, temperature, top-k and top-p, with EOS and the length limit.
 
 Sampled laws of the real loop (`--speculative`, or the reference loop with `--verify`): the
@@ -52,6 +53,15 @@ EXACT_SETUPS = [
         "heads_topk_eos_mixed", S(1.3, top_k=3, top_p=0.85), 2, 5, (1, 3), n_heads=2, eos_id=0
     ),
     self_setup("heads_one_token_prompt", S(1.0), 2, 4, (3,), n_heads=2),  # round 1 drafts nothing
+    self_setup("eagle_greedy_k2", S(0.0), 2, 6, (0, 1), eagle=True, part_seed=3),
+    self_setup("eagle_t1_k2", S(1.0), 2, 4, (3, 0), eagle=True, part_seed=3),
+    self_setup(
+        "eagle_topk_k3_eos", S(0.7, top_k=3), 3, 4, (4, 1), eagle=True, eos_id=4, part_seed=3
+    ),
+    self_setup(
+        "eagle_topp_mixed_eos", S(1.3, top_k=3, top_p=0.85), 2, 5, (4, 2), eagle=True, eos_id=4
+    ),
+    self_setup("eagle_one_token_prompt", S(1.0), 2, 4, (3,), eagle=True, part_seed=3),
 ]
 
 
@@ -65,6 +75,30 @@ def test_self_drafting_loop_law_equals_target_law(setup):
     if not setup.sampling.greedy:  # not vacuous: drafts are accepted with real probability
         accepted = math.fsum(w for (_, accepts), w in laws.joint.items() if sum(accepts) > 0)
         assert accepted > 0.05, f"{setup.name}: drafts are (almost) never accepted"
+
+
+def test_eagle_rows_of_the_real_drafter_are_the_oracles():
+    """The EAGLE drafter the loop runs drafts from the rows the exact law enumerates: after
+    prefill and after real rounds (catch-up of true features, own features while drafting)."""
+    import numpy as np
+
+    from reference.speculative import prefill, speculative_round
+
+    for setup in EXACT_SETUPS:
+        if not setup.eagle or setup.sampling.greedy:
+            continue
+        target, drafter = setup.target_model(), setup.make_drafter()
+        oracle = setup.draft_law(setup.sampling)
+        context = np.asarray(setup.prompt, dtype=np.int64)
+        cache, rng = target.new_cache(), np.random.default_rng(7)
+        prefill(target, cache, drafter, context)
+        for _ in range(3):
+            rnd = speculative_round(target, cache, drafter, context, setup.k, setup.sampling, rng)
+            drafts = tuple(int(x) for x in rnd.draft.tokens)
+            rows = {d: Q for d, Q, _ in oracle.outcomes(tuple(int(t) for t in context), setup.k)}
+            expected = rows[drafts] if drafts else np.zeros((0, setup.n_vocab))
+            np.testing.assert_allclose(rnd.draft.q, expected, atol=1e-5, err_msg=setup.name)
+            context = np.concatenate([context, rnd.verification.emitted(rnd.draft.tokens)])
 
 
 class HeadsSwapped:

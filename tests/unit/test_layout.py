@@ -85,6 +85,7 @@ def test_the_core_holds_only_core_files():
         "drafters",
         "lookup",
         "early_exit",
+        "eagle",
         "heads",
         "speculative",
         "records",

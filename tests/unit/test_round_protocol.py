@@ -75,11 +75,14 @@ class Subclassed(Bare, Drafter):
 
 
 def test_a_drafter_gets_its_optional_parts_by_subclassing(target):
-    with pytest.raises(TypeError, match="lacks cache, observe, library_checked: subclass"):
+    with pytest.raises(
+        TypeError, match="lacks cache, observe, observe_features, library_checked: subclass"
+    ):
         check_drafter(Bare())
     d = Subclassed()
     check_drafter(d)
     assert d.cache is None and d.observe(np.zeros(4)) is None and not proposals_checked(d)
+    assert d.observe_features(np.zeros((2, 4))) is None
     out = speculative_generate(
         target, d, [1, 2], k=2, max_new_tokens=3, rng=np.random.default_rng(0)
     )

@@ -1,0 +1,222 @@
+"""EAGLE-style drafting: one small block extrapolates the target's features, the target's own
+final norm and output layer turn them into q.
+
+f(t) is the target's feature at position t: the residual stream after its last block,
+BEFORE ln_f (what the output layer would read, once normed, to score token t+1). One draft
+step fuses the embedding of the token just known with the feature of the position before it,
+and one transformer block (its own weights, its own KV cache) predicts the next feature:
+
+    g(t)      = [e(x(t+1)); f(t)] W + b          e = the target's tied embedding (wte), W [2C, C]
+    f^(t+1)   = Block(g(0..t))[t]                causal, over the drafter's own cache
+    q(. | x(..t+1)) = softmax(ln_f(f^(t+1)) @ wte^T)   (the target's ln_f and output layer,
+                                                        then T / top-k / top-p as every q)
+
+Alignment (context x(0..n-1), n committed tokens; the target has cached x(0..n-2) and handed
+over their features f(0..n-2); x(n-1) was sampled from the row of f(n-2)):
+
+    position t :     0        1       ...     n-2          n-1            n
+    token in   :  e(x1)    e(x2)      ...   e(x(n-1))    e(d1)         e(d2)      (drafts d)
+    feature in :  f(0)     f(1)       ...   f(n-2)       f^(n-1)       f^(n)      (f^: its own)
+    block out  :  f^(1)    f^(2)      ...   f^(n-1)      f^(n)         f^(n+1)
+                                              |-> q1 -> d1  |-> q2 -> d2   |-> q3 -> d3
+
+Across a round's k steps the drafter feeds its own predicted features f^ (it has no better
+ones). Cache discipline (as the draft model's, reference/drafters.py): the block's cache holds
+one slot per position whose TRUE feature is known and whose next token is committed, i.e.
+slots 0..n-2 after a round's catch-up; draft rows (positions n-1.. fed with f^) are temporary
+slots, never committed -- the accepted positions' true features arrive after the round
+(`observe_features`, the target's pre-norm rows of the kept positions) and are fed as next
+round's catch-up, like the draft model's catch-up token. So `commit(n)` keeps exactly the
+catch-up rows and `rollback()` drops every draft row; the committed slots always equal a
+fresh prefill of the same (feature, token) history.
+
+q depends only on committed tokens (through the target's features) and the drafts before it:
+the output law is the target's whatever the weights (untrained here: see init_eagle_params).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from reference.checks import as_token_array, check_generator, check_positive_int
+from reference.config import GPTConfig
+from reference.drafters import Draft, Drafter
+from reference.model import GPT, causal_placement, expected_param_shapes
+from reference.sampling import SamplingParams, check_sampling, probabilities, sample_token
+
+FUSE = ("fc.weight", "fc.bias")  # W [2C, C], b [C]: [e(x(t+1)); f(t)] -> the block's input
+
+
+def eagle_param_shapes(cfg: GPTConfig) -> dict[str, tuple[int, ...]]:
+    # the fusion layer and one block named as the target's block 0 ("h.0.ln_1.weight", ...)
+    C = cfg.n_embd
+    block = {
+        n: s for n, s in expected_param_shapes(replace(cfg, n_layer=1)).items() if n[:2] == "h."
+    }
+    return {FUSE[0]: (2 * C, C), FUSE[1]: (C,)} | block
+
+
+def init_eagle_params(cfg: GPTConfig, rng: np.random.Generator, std: float = 0.02) -> dict:
+    """Random EAGLE weights: N(0, std) matrices, unit LayerNorm gains, zero biases."""
+    check_generator(rng)
+    params = {}
+    for name, shape in eagle_param_shapes(cfg).items():
+        if name.endswith("ln_1.weight") or name.endswith("ln_2.weight"):
+            params[name] = np.ones(shape, dtype=np.float32)
+        elif name.endswith(".bias"):
+            params[name] = np.zeros(shape, dtype=np.float32)
+        else:
+            params[name] = (rng.standard_normal(shape) * std).astype(np.float32)
+    return params
+
+
+def check_eagle_params(params, cfg: GPTConfig) -> dict[str, np.ndarray]:
+    # -> the params as float32, every name and shape checked against the target's config
+    if not isinstance(params, dict):
+        raise TypeError(f"EAGLE params are a dict of arrays, got {type(params).__name__}")
+    shapes = eagle_param_shapes(cfg)
+    missing, unknown = sorted(set(shapes) - set(params)), sorted(set(params) - set(shapes))
+    if missing or unknown:
+        raise ValueError(
+            f"EAGLE params need exactly {sorted(shapes)} (init_eagle_params makes them); "
+            f"missing {missing}, unknown {unknown}"
+        )
+    out = {}
+    for name, shape in shapes.items():
+        value = np.asarray(params[name], dtype=np.float32)
+        if value.shape != shape:
+            raise ValueError(
+                f"EAGLE parameter {name!r} has shape {value.shape}, the target (n_embd="
+                f"{cfg.n_embd}) needs {shape}"
+            )
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"EAGLE parameter {name!r} holds non-finite values")
+        out[name] = value
+    return out
+
+
+class EagleDrafter(Drafter):
+    """Drafts by extrapolating the target's features with one block of its own."""
+
+    library_checked = True  # q from `probabilities`, each token sampled from its row
+
+    def __init__(self, target: GPT, params: dict[str, np.ndarray]) -> None:
+        cfg = target.config
+        params = check_eagle_params(params, cfg)
+        self.target = target
+        self.w, self.b = params[FUSE[0]], params[FUSE[1]]  # [2C, C], [C]
+        # the block as a one-block GPT (its embeddings are the target's, never used: the
+        # block reads fused rows, which carry their position in the target's features)
+        shared = {
+            n: target.params[n] for n in ("wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias")
+        }
+        block = {n: w for n, w in params.items() if n.startswith("h.")}
+        self.block_model = GPT(replace(cfg, n_layer=1), shared | block)
+        self.cache = self.block_model.new_cache()
+        self.features = np.zeros((cfg.n_ctx, cfg.n_embd), dtype=np.float32)  # f(0..n_known-1)
+        self.n_known = 0  # positions whose true feature the target has handed over
+        self._fed_context = 0  # catch-up rows fed this round (true features): the ones kept
+
+    @property
+    def n_vocab(self) -> int:
+        return self.target.n_vocab
+
+    @property
+    def n_ctx(self) -> int:
+        return self.target.config.n_ctx
+
+    def reset(self) -> None:
+        self.cache.reset()
+        self.n_known = self._fed_context = 0
+
+    def observe_features(self, x: np.ndarray) -> None:
+        # x [m, C]: the target's features of the next m positions, in order
+        x = np.asarray(x, dtype=np.float32)
+        C = self.features.shape[1]
+        if x.ndim != 2 or x.shape[1] != C:
+            raise ValueError(f"features must have shape [m, {C}], got {x.shape}")
+        if self.n_known + len(x) > len(self.features):
+            raise ValueError(
+                f"{self.n_known} known + {len(x)} new features exceed n_ctx={len(self.features)}"
+            )
+        self.features[self.n_known : self.n_known + len(x)] = x
+        self.n_known += len(x)
+
+    def fuse(self, tokens: np.ndarray, f: np.ndarray) -> np.ndarray:
+        # tokens [T] (x(t+1)), f [T, C] (f(t)) -> g [T, C] = [e(x(t+1)); f(t)] W + b
+        e = self.target.params["wte.weight"][tokens]
+        return np.concatenate([e, f], axis=1) @ self.w + self.b
+
+    def step(self, g: np.ndarray) -> np.ndarray:
+        # g [T, C] fused rows at slots cache.end.. -> f^ [T, C], written as temporary slots
+        at = causal_placement(self.cache.end, len(g))
+        out = self.block_model.blocks(g, self.cache, at, 0, 1)
+        self.cache.mark_written(len(g))
+        return out
+
+    def q_row(self, f_hat: np.ndarray, sampling: SamplingParams) -> np.ndarray:
+        # f^ [C] -> q [V]: the target's own ln_f and output layer, then the sampling transform
+        h = self.target.norm(f_hat[None, :], "ln_f")
+        return probabilities(self.target.logits(h)[0], sampling)
+
+    def prefill(self, tokens) -> None:
+        # tokens [n-1] (the prompt but its last token) -> cache g(0..n-3): every pair whose
+        # token x(t+1) is among `tokens` and whose feature f(t) has been observed
+        tokens = as_token_array(tokens, self.n_vocab, "tokens", allow_empty=True)
+        if self.cache.length or self.cache.pending:
+            raise ValueError(
+                f"prefill starts a new context, but the drafter's cache already holds "
+                f"{self.cache.length} committed and {self.cache.pending} temporary slots; "
+                f"call reset() first"
+            )
+        m = min(len(tokens) - 1, self.n_known)
+        if m > 0:
+            self.step(self.fuse(tokens[1 : m + 1], self.features[:m]))
+            self.cache.commit(m)
+
+    def propose(
+        self, context: np.ndarray, k: int, sampling: SamplingParams, rng: np.random.Generator
+    ) -> Draft:
+        # context [n] -> Draft(tokens [k], q [k, V]); no draft before any feature is known
+        context = as_token_array(context, self.n_vocab, "context")
+        k = check_positive_int(k, "k", minimum=0)
+        check_sampling(sampling)
+        check_generator(rng)
+        n = len(context)
+        if self.n_known != n - 1:
+            raise ValueError(
+                f"the drafter knows the target's features of {self.n_known} positions, but a "
+                f"context of {n} tokens needs those of its first {n - 1} (the round hands them "
+                f"over through observe_features; for a new prompt, call reset() first)"
+            )
+        if k > 0 and n - 1 + k - 1 > self.cache.capacity:
+            raise ValueError(
+                f"drafting k={k} after {n} tokens needs {n + k - 2} slots of the drafter's "
+                f"cache of {self.cache.capacity}; lower k or shorten the context"
+            )
+        self.cache.rollback()  # a proposal never builds on an earlier, unverified one
+        self._fed_context = 0
+        if k == 0 or n < 2:  # no feature yet (a one-token prompt): a plain target step
+            return Draft(np.zeros(0, np.int64), np.zeros((0, self.n_vocab), np.float32))
+        # catch-up: positions t = length..n-2, each with its true feature f(t) and x(t+1)
+        t = np.arange(self.cache.length, n - 1)
+        f_hat = self.step(self.fuse(context[t + 1], self.features[t]))[-1]  # f^(n-1)
+        self._fed_context = len(t)
+        tokens = np.zeros(k, dtype=np.int64)
+        q = np.zeros((k, self.n_vocab), dtype=np.float32)
+        for i in range(k):
+            q[i] = self.q_row(f_hat, sampling)
+            tokens[i] = sample_token(q[i], rng)  # d_{i+1} ~ q_{i+1}
+            if i < k - 1:  # the next step reads the draft and the drafter's own feature
+                f_hat = self.step(self.fuse(tokens[i : i + 1], f_hat[None, :]))[-1]
+        return Draft(tokens, q)
+
+    def commit(self, n_accepted: int) -> None:
+        # keep the catch-up rows only: draft rows were fed predicted features, and the
+        # accepted positions' true ones arrive through observe_features (next catch-up)
+        self.cache.commit(self._fed_context)
+
+    def rollback(self) -> None:
+        self.cache.rollback()
