@@ -18,13 +18,16 @@ tests/twin/test_layout.py holds the mirror; tests/unit/test_imports.py holds tha
 runs in a circle or hides inside a function.
 
 Every drafter runs on the twin: the draft model, early exit (`gpu.EarlyExitDrafter`: the
-verification pass starts the drafted rows at the exit layer) and extra heads
-(`gpu.HeadsDrafter`) draft on the device; prompt lookup (`LookupDrafter`, the reference's
-own) drafts on the host and its proposal is copied over; a hybrid runs whichever of its two
-proposed. A chain round makes ONE device -> host transfer, whatever the drafter. Trees are
-in `gpu.tree` (the names of `reference.tree` the loop uses: tree_speculative_generate,
-tree_round, tree_verification_pass, ModelTreeDrafter, HeadsTreeDrafter). A reference model
-or drafter handed to a twin loop is swapped for its twin once (`gpu.drafters.as_twin_drafter`).
+verification pass starts the drafted rows at the exit layer), extra heads
+(`gpu.HeadsDrafter`) and EAGLE (`gpu.EagleDrafter`: every loop hands it the target's
+pre-norm features of the kept positions, device rows) draft on the device; prompt lookup
+(`LookupDrafter`, the reference's own) drafts on the host and its proposal is copied over;
+a hybrid runs whichever of its two proposed. A chain round makes ONE device -> host
+transfer, whatever the drafter. Trees are in `gpu.tree` (the names of `reference.tree` the
+loop uses: tree_speculative_generate, tree_round, tree_verification_pass, ModelTreeDrafter,
+HeadsTreeDrafter, EagleTreeDrafter: EAGLE-2's dynamic tree, also `gpu.EagleTreeDrafter` as
+in the reference). A reference model or drafter handed to a twin loop is swapped for its
+twin once (`gpu.drafters.as_twin_drafter`).
 
 Without a CUDA device the twin runs on NumPy (`gpu.device.backend.xp`), so CI tests the
 twin's own code paths on any machine. Randomness: every function takes the same numpy Generator as
@@ -43,6 +46,7 @@ from gpu.batch import (
     speculative_generate_batch,
 )
 from gpu.drafters import Draft, Drafter, ModelDrafter
+from gpu.eagle import EagleDrafter
 from gpu.early_exit import EarlyExitDrafter
 from gpu.heads import HeadsDrafter
 from gpu.kv_cache import KVCache, catch_up_tokens
@@ -57,6 +61,7 @@ from gpu.speculative import (
     speculative_round,
     verification_pass,
 )
+from gpu.tree import EagleTreeDrafter
 from gpu.verification import (
     Verification,
     acceptance_probability,
@@ -75,6 +80,8 @@ __all__ = [
     "Draft",
     "Drafter",
     "GPTConfig",
+    "EagleDrafter",
+    "EagleTreeDrafter",
     "EarlyExitDrafter",
     "HeadsDrafter",
     "HybridDrafter",

@@ -29,6 +29,10 @@ What differs from reference/batch.py, and why:
   `batch_placement`; up to 16 positions in all, its blocks run the model's fused kernels,
   the attention kernel reading each row's (start, n_new), copied over once per pass
   (`BatchKVCache.rows_on_device`); longer passes copy the placement's mask over once.
+* Every row's drafter is handed, after prefill and after each round, the target's device
+  row that scored its last kept token (`observe`) and its features before ln_f of the
+  positions it kept (`observe_features`: what EAGLE reads), as the reference's batch does;
+  the pass's features are its residual rows, kept on the device (no extra launch).
 The bookkeeping (prefill, stop rules, statistics), the input checks and the result types are
 the reference's.
 """
@@ -53,14 +57,16 @@ from gpu.speculative import check_rows_finite, checked_draft, host_round
 from gpu.verification import decide_rows
 from reference import batch as reference_batch
 from reference.batch import (
+    batch_feature_layers,
     batch_placement,
     check_batch_inputs,
     check_batched_forward,
+    feature_columns,
     pad_right,
     record_rounds,
 )
 from reference.checks import check_clock
-from reference.drafters import Draft, Drafter
+from reference.drafters import Draft, Drafter, drafter_feature_layers
 from reference.records import CacheSpan, Round, SpeculativeResult
 from reference.sampling import SamplingParams
 from reference.speculative import Run, plugin_verification
@@ -155,20 +161,37 @@ def batched_forward_unchecked(model: GPT, tokens, n_new: np.ndarray, cache: Batc
     return batched_pass(model, tokens, n_new, cache)[0]
 
 
-def batched_pass(model: GPT, tokens, n_new: np.ndarray, cache: BatchKVCache):
-    # tokens [B, T] (device), n_new [B] (host) -> (logits [B, T, V], h [B, T, C]) on the
-    # device: the reference's placement and the model's one forward; padding rows are NaN
+def batched_pass(model: GPT, tokens, n_new: np.ndarray, cache: BatchKVCache, layers=None):
+    # tokens [B, T] (device), n_new [B] (host) -> (logits [B, T, V], h [B, T, C], x [B, T, F])
+    # on the device: the reference's placement and the model's one forward; x are the
+    # features before ln_f (what an EAGLE drafter reads: F = C, or with `layers` the residual
+    # streams after those blocks side by side, GPT.layer_features, the top last). Padding
+    # rows of logits and h are NaN; x's are left as the pass computed them (a view, no
+    # launch: the loop hands a drafter only its kept positions, never a padding row)
     V, C = model.n_vocab, model.config.n_embd
+    F = C if layers is None else len(layers) * C
     B, T = tokens.shape
     at = batch_placement(cache.end, n_new, T)  # on the host: pointers and mask
     logits = xp.full((B, T, V), np.nan, dtype=np.float32)
     h = xp.full((B, T, C), np.nan, dtype=np.float32)
     if at.stop == 0:
-        return logits, h
+        return logits, h, xp.full((B, T, F), np.nan, dtype=np.float32)
     real = xp.arange(T)[None, :] < to_device(n_new)[:, None]  # [B, T]
-    x = model.norm(model.residual(xp.where(real, tokens, 0), cache, at), "ln_f")  # [B*T, C]
-    out = model.logits(x).reshape(B, T, V)
-    return xp.where(real[..., None], out, logits), xp.where(real[..., None], x.reshape(B, T, C), h)
+    features = model.layer_features(xp.where(real, tokens, 0), cache, at, layers)  # [B*T, F]
+    final = model.norm(features[:, -C:], "ln_f")  # [B*T, C]
+    out = model.logits(final).reshape(B, T, V)
+    h = xp.where(real[..., None], final.reshape(B, T, C), h)
+    return xp.where(real[..., None], out, logits), h, features.reshape(B, T, F)
+
+
+def kept_features(x, b: int, stop: int, drafter, layers, C: int):
+    # x [B, T, F] (a pass over the batch's `layers`) -> row b's first `stop` positions, the
+    # columns this row's drafter reads (the reference's `feature_columns`; an index array of
+    # columns is copied over, a slice is a view)
+    columns = feature_columns(drafter_feature_layers(drafter), layers, C)
+    if not isinstance(columns, slice):
+        columns = to_device(columns)
+    return x[b, :stop, columns]
 
 
 def batched_forward(model: GPT, tokens, n_new, cache: BatchKVCache):
@@ -216,12 +239,17 @@ class RowDrafting:
     def __init__(self, drafters: list[Drafter]) -> None:
         self.drafters = drafters
 
-    def prefill(self, prompts: list[np.ndarray], h, n_new: np.ndarray) -> None:
-        # h [B, T, C]: the target's prefill pass; row n_new[b] - 1 scored prompt b's last token
+    def prefill(self, prompts: list[np.ndarray], h, n_new: np.ndarray, x=None, layers=None):
+        # h [B, T, C]: the target's prefill pass; row n_new[b] - 1 scored prompt b's last
+        # token; x [B, T, F]: its features before ln_f over `layers` (batch_feature_layers),
+        # row b's first n_new[b] handed over, the columns its drafter reads
         for b, (drafter, prompt) in enumerate(zip(self.drafters, prompts, strict=True)):
             drafter.reset()
             if n_new[b]:
                 drafter.observe(h[b, n_new[b] - 1])
+                if x is not None:
+                    C = h.shape[-1]
+                    drafter.observe_features(kept_features(x, b, n_new[b], drafter, layers, C))
             drafter.prefill(prompt[:-1])
 
     def pointers(self) -> list[tuple[int, int] | None]:
@@ -243,14 +271,19 @@ class RowDrafting:
             there.append(on_device)
         return pack_drafts(drafts, there, n_vocab)
 
-    def settle(self, accepted: list[int | None], h, last: np.ndarray) -> None:
+    def settle(self, accepted: list[int | None], h, last: np.ndarray, x=None, layers=None):
         # every drafter keeps its accepted prefix and sees the target's row that scored its
         # sequence's last kept token (a device row: extra heads draft from it on the device)
+        # and the features before ln_f of the positions it kept (x [B, T, F] over `layers`:
+        # the columns its drafter reads, EAGLE's)
         for b, drafter in enumerate(self.drafters):
             if accepted[b] is not None:
                 drafter.commit(accepted[b])
                 drafter.rollback()
                 drafter.observe(h[b, last[b]])
+                if x is not None:
+                    C = h.shape[-1]
+                    drafter.observe_features(kept_features(x, b, last[b] + 1, drafter, layers, C))
 
 
 def batch_drafting(drafters: list[Drafter], from_rows: int = BATCHED_FROM_ROWS):
@@ -266,8 +299,11 @@ def batch_drafting(drafters: list[Drafter], from_rows: int = BATCHED_FROM_ROWS):
 # ------------------------------------------------------------------------------ one round
 
 
-def verification_rows(target: GPT, cache: BatchKVCache, contexts, drafts: DraftBatch, sampling):
-    # -> (p [B, K+1, V] on the device, catch-up tokens fed per row [B] (host), h [B, T, C]):
+def verification_rows(
+    target: GPT, cache: BatchKVCache, contexts, drafts: DraftBatch, sampling, layers=None
+):
+    # -> (p [B, K+1, V] on the device, catch-up tokens fed per row [B] (host), h [B, T, C],
+    # x [B, T, F] the features before ln_f, over `layers`):
     # ONE target pass over [catch-up tokens of b, drafts of b] for every live row; row b's
     # last k_b + 1 real positions score its drafts and its bonus position: p[b, :k_b + 1]
     B, K = drafts.tokens.shape
@@ -284,23 +320,26 @@ def verification_rows(target: GPT, cache: BatchKVCache, contexts, drafts: DraftB
     if len(row):
         at = to_device(np.stack([row, n_catch_up[row] + column, column]))
         tokens[at[0], at[1]] = drafts.tokens[at[0], at[2]]
-    logits, h = batched_pass(target, tokens, n_new, cache)  # [B, T, V], [B, T, C]
+    logits, h, x = batched_pass(target, tokens, n_new, cache, layers)  # [B,T,V], [B,T,C], [B,T,F]
     # row b's scoring positions n_new[b] - (k_b + 1) + j, j <= k_b; padding reads a finite 0
     j = np.arange(K + 1)[None, :]
     scoring = (j <= drafts.k[:, None]) & drafts.live[:, None]  # [B, K + 1]
     position = np.where(scoring, (n_new - drafts.k - 1)[:, None] + j, 0)
     picked = logits[xp.arange(B)[:, None], to_device(position)]  # [B, K + 1, V]
     picked = xp.where(to_device(scoring)[..., None], picked, 0)
-    return probabilities(picked, sampling), n_catch_up, h
+    return probabilities(picked, sampling), n_catch_up, h, x
 
 
-def batched_verification_pass(target: GPT, cache: BatchKVCache, contexts, drafts, sampling):
+def batched_verification_pass(
+    target: GPT, cache: BatchKVCache, contexts, drafts, sampling, layers=None
+):
     # drafts[b]: Draft on the device or None -> (p[b] [k_b + 1, V] on the device or None,
-    # catch-up tokens fed per row, h [B, T, C]): the reference's signature, on the device
+    # catch-up tokens fed per row, h [B, T, C], x [B, T, F] the features before ln_f over
+    # `layers`): the reference's signature, on the device
     batch = pack_drafts(drafts, [True] * len(drafts), target.n_vocab)
-    p, n_catch_up, h = verification_rows(target, cache, contexts, batch, sampling)
+    p, n_catch_up, h, x = verification_rows(target, cache, contexts, batch, sampling, layers)
     rows = [None if d is None else p[b, : int(batch.k[b]) + 1] for b, d in enumerate(drafts)]
-    return rows, n_catch_up.tolist(), h
+    return rows, n_catch_up.tolist(), h, x
 
 
 def settle_rows(p, drafts: DraftBatch, rng: np.random.Generator) -> np.ndarray:
@@ -373,7 +412,10 @@ def drafted_round(
 
     drafts = drafting.propose(contexts, k_rounds, sampling, rng, target.n_vocab)  # 1. draft
     clock.mark("draft")
-    p, n_catch_up, h = verification_rows(target, cache, contexts, drafts, sampling)  # 2.
+    layers = batch_feature_layers(drafters)  # what any row's drafter reads
+    p, n_catch_up, h, x = verification_rows(  # 2.
+        target, cache, contexts, drafts, sampling, layers
+    )
     clock.mark("target")
     t_written, d_written = cache.end, drafting.pointers()
     if verify_fn is None:  # 3. verify every row; the round's one transfer
@@ -390,7 +432,7 @@ def drafted_round(
     keep = n_catch_up + np.array([a or 0 for a in accepted], dtype=np.int64)
     cache.commit(keep)  # 4. per-row commit, then every row's rollback
     cache.rollback()
-    drafting.settle(accepted, h, keep - 1)  # keep - 1: the row of the last kept token
+    drafting.settle(accepted, h, keep - 1, x, layers)  # keep - 1: the last kept token's row
     d_after = drafting.pointers()
     rounds: list[Round | None] = [None] * B
     for b in np.flatnonzero(drafts.live):
@@ -411,9 +453,10 @@ def batched_prefill(target: GPT, cache: BatchKVCache, drafters, prompts, draftin
     # then the drafters' own (`drafting`, as in `batched_round`)
     drafting = RowDrafting(drafters) if drafting is None else drafting
     tokens, n_new = pad_right([prompt[:-1] for prompt in prompts])
-    h = batched_pass(target, to_device(tokens), n_new, cache)[1]
+    layers = batch_feature_layers(drafters)
+    _, h, x = batched_pass(target, to_device(tokens), n_new, cache, layers)
     cache.commit(n_new)
-    drafting.prefill(prompts, h, n_new)
+    drafting.prefill(prompts, h, n_new, x, layers)
 
 
 def speculative_generate_batch(

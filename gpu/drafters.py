@@ -104,7 +104,6 @@ def as_twin_drafter(drafter):
     remembered; any other drafter as it is: the twin's own, or one used on the host (a
     LookupDrafter, a plug-in, a subclass: its exact type decides, so a subclass that
     changes how it drafts is never swapped for the library's twin)."""
-    refuse_feature_readers(drafter)
     make = TWIN_MAKERS.get(type(drafter))
     if make is None:
         return drafter
@@ -114,21 +113,6 @@ def as_twin_drafter(drafter):
     if memory_kind() not in twins:
         twins[memory_kind()] = make(drafter)
     return twins[memory_kind()]
-
-
-def refuse_feature_readers(drafter) -> None:
-    # The twin's loops hand a drafter the target's last hidden row (`observe`), not yet the
-    # pre-norm features of the kept positions (`observe_features`, reference/eagle.py): a
-    # drafter that reads them would draft from features it never received.
-    if isinstance(drafter, HybridDrafter):  # it only passes them on to its fallback
-        drafter = drafter.fallback
-    reads = getattr(type(drafter), "observe_features", None)
-    if reads is not None and reads is not reference_drafters.DrafterParts.observe_features:
-        raise TypeError(
-            f"the GPU twin does not hand the target's features to a drafter yet (issue 32), "
-            f"and {type(drafter).__name__} reads them through observe_features; run it with "
-            f"the reference loop (reference.speculative_generate)"
-        )
 
 
 # reference drafter -> {memory kind: its twin} (gpu.device.backend.memory_kind); weak keys,

@@ -20,8 +20,9 @@ What differs from reference/model.py, and why:
 * The layer functions (GELU fused with `cupy.fuse`, a causal mask built on the device) are in
   gpu/device/layers.py; a tree's or a batch's positions and mask (built on the host from the tree /
   the rows' pointers) are copied over once per pass (`placed`).
-The structure (the one forward for sequences, trees and batches, blocks, residuals, cache
-writes, tied output) is the reference's own code, bar the fused block: `GPT` here subclasses
+The structure (the one forward for sequences, trees and batches, blocks, residuals, its
+read-out after several blocks for EAGLE-3 (`layer_features`), cache writes, tied output) is
+the reference's own code, bar the fused block: `GPT` here subclasses
 `reference.model.GPT` and replaces the block's computations, how the parameters are stored,
 and which cache it makes.
 """
@@ -74,6 +75,11 @@ class GPT(reference_model.GPT):
     def residual(self, tokens, cache=None, at: Placement | None = None):
         # the reference's one forward, with the token ids on the device
         return super().residual(to_device(tokens), cache, at)
+
+    def layer_features(self, tokens, cache=None, at: Placement | None = None, layers=None):
+        # the reference's forward read out after several blocks (EAGLE-3), with the token ids
+        # on the device: the spans are device rows, joined on the device
+        return super().layer_features(to_device(tokens), cache, at, layers)
 
     def placed(self, at: Placement) -> Placement:
         # a tree's or a batch's positions and mask, built on the host, copied over once per

@@ -13,16 +13,19 @@ What differs from reference/speculative.py, and why:
   Generator `rng` in two host calls and are copied to the device with the round's inputs.
   Same law as the reference, not the same stream: greedy runs are token-for-token equal,
   sampled runs equal in law (the oracle checks it: `make oracle-gpu`).
-* Every drafter runs. The twin's own (ModelDrafter, EarlyExitDrafter, HeadsDrafter, and a
-  HybridDrafter's fallback when it is one of them) draft on the device: their proposal is
-  only shape-checked, and the round still makes ONE transfer. A host drafter (LookupDrafter,
-  a hybrid's lookup rounds, a plug-in) drafts on the host; its proposal is checked there as
-  in the reference and copied over, which is a host -> device copy, not a transfer back.
+* Every drafter runs. The twin's own (ModelDrafter, EarlyExitDrafter, HeadsDrafter,
+  EagleDrafter, and a HybridDrafter's fallback when it is one of them) draft on the device:
+  their proposal is only shape-checked, and the round still makes ONE transfer. A host
+  drafter (LookupDrafter, a hybrid's lookup rounds, a plug-in) drafts on the host; its
+  proposal is checked there as in the reference and copied over, which is a host -> device
+  copy, not a transfer back.
   A reference drafter is swapped for its twin once (`as_twin_drafter`).
 * Drafters made of the target work as in the reference: an early-exit draft's shared rows
   (device arrays) start the verification pass at the exit layer (`verification_pass` takes
   `shared`), and the round hands the target's last hidden row, a device row, to
-  `drafter.observe` (extra heads draft from it), as prefill does.
+  `drafter.observe` (extra heads draft from it), and its pre-norm features of the kept
+  positions, device rows, to `drafter.observe_features` (EAGLE drafts from them), as
+  prefill does (the reference's `prefill`, run on the twin target).
 * A plug-in `verify_fn` or `trace=True` are served too, at the price of more transfers (a
   plug-in decides on host copies; a trace copies every round's p and q rows to the host).
 The loop around the round (prefill, stop rules, statistics, trace) and every result type are
@@ -37,13 +40,20 @@ import numpy as np
 
 from gpu.device.backend import on_device, to_device, to_host, xp
 from gpu.drafters import ModelDrafter, as_twin_drafter
+from gpu.eagle import EagleDrafter
 from gpu.heads import HeadsDrafter
 from gpu.kv_cache import KVCache
 from gpu.model import GPT, as_twin_model
 from gpu.sampling import probabilities
 from gpu.verification import decide_packed
 from reference.checks import check_clock
-from reference.drafters import Draft, Drafter, SharedLayers, proposals_checked
+from reference.drafters import (
+    Draft,
+    Drafter,
+    SharedLayers,
+    drafter_feature_layers,
+    proposals_checked,
+)
 from reference.kv_cache import catch_up_tokens
 from reference.lookup import HybridDrafter
 from reference.records import CacheSpan, Round, RoundTrace, SpeculativeResult, SpeculativeStats
@@ -72,18 +82,41 @@ def verification_pass(
     target: GPT, cache: KVCache, context, draft_tokens, sampling, shared: SharedLayers | None = None
 ):
     # context [n] (host), draft_tokens [k] (device) -> (p [k+1, V] on the device, number of
-    # catch-up tokens fed, h [k+1, C] on the device): ONE target forward, as the reference's.
+    # catch-up tokens fed, h [k+1, C] on the device): ONE target forward, as the reference's,
+    # in the reference's two halves (`target_features`, `scored_rows`)
+    x, n_catch_up = target_features(target, cache, context, draft_tokens, shared)
+    p, h = scored_rows(target, x, int(draft_tokens.shape[0]), sampling)
+    return p, n_catch_up, h
+
+
+def target_features(target: GPT, cache: KVCache, context, draft_tokens, shared=None, layers=None):
+    # -> (x [n_catch_up + k, F] on the device, n_catch_up): the pass's forward, stopped
+    # before the final norm (what an EAGLE drafter reads); F = C, or with `layers` the
+    # residual streams after those blocks side by side (GPT.layer_features), the top last.
     # With `shared` (an early-exit drafter's device rows) the rows it ran start at its exit
     # layer: the reference's SharedLayers.continue_in, on device arrays.
     new = to_device(catch_up_tokens(cache, np.asarray(context)), dtype=np.int64)
     tokens = xp.concatenate([new, to_device(draft_tokens, dtype=np.int64)])
-    if shared is None:
+    if shared is not None:
+        if layers is not None and len(layers) > 1:
+            raise ValueError(
+                "a drafter that shares the target's lower-layer rows (early exit) cannot also "
+                f"read features of several layers (feature_layers={layers})"
+            )
+        x = shared.continue_in(target, cache, tokens)
+    elif layers is None:
         x = target.residual(tokens, cache)
     else:
-        x = shared.continue_in(target, cache, tokens)
-    k = int(draft_tokens.shape[0])
-    h = target.norm(x[-(k + 1) :], "ln_f")
-    return probabilities(target.logits(h), sampling), int(new.shape[0]), h
+        x = target.layer_features(tokens, cache, None, layers)
+    return x, int(new.shape[0])
+
+
+def scored_rows(target: GPT, x, k: int, sampling):
+    # features x [T, F] (device) -> (p [k+1, V], h [k+1, C]) on the device: the last k+1
+    # rows' top feature (the last C columns, a view) through ln_f (kept: extra heads read
+    # it) and the output layer, then processed
+    h = target.norm(x[-(k + 1) :, -target.config.n_embd :], "ln_f")
+    return probabilities(target.logits(h), sampling), h
 
 
 def proposer(drafter: Drafter) -> Drafter:
@@ -95,7 +128,7 @@ def drafts_on_device(drafter: Drafter) -> bool:
     # True when this round's proposal is a twin drafter's own: on the device, valid by
     # construction (a subclass that writes its own `propose` is a plug-in: checked)
     who = proposer(drafter)
-    return isinstance(who, (ModelDrafter, HeadsDrafter)) and proposals_checked(who)
+    return isinstance(who, (ModelDrafter, HeadsDrafter, EagleDrafter)) and proposals_checked(who)
 
 
 def device_draft(drafter: Drafter, context, k: int, sampling, rng, n_vocab: int) -> Draft:
@@ -166,9 +199,12 @@ def speculative_round(
     draft = device_draft(drafter, context, k, sampling, rng, target.n_vocab)  # 1. draft
     check_shared(draft.shared, target)
     clock.mark("draft")
-    p, n_catch_up, h = verification_pass(  # 2.
-        target, cache, context, draft.tokens, sampling, draft.shared
+    # 2. the verification pass, in the reference's two halves: the target's features x of
+    # every row it feeds (what an EAGLE drafter reads), then the rows p (and h) that score
+    x, n_catch_up = target_features(
+        target, cache, context, draft.tokens, draft.shared, drafter_feature_layers(drafter)
     )
+    p, h = scored_rows(target, x, int(draft.tokens.shape[0]), sampling)
     clock.mark("target")
     t_written, d_written = cache.end, cache_span_start(draft_cache)[1]
     v, drafted = settle(p, draft, rng, verify_fn)  # 3. verify, and the round's one transfer
@@ -179,6 +215,8 @@ def speculative_round(
     drafter.commit(v.accepted)
     drafter.rollback()
     drafter.observe(h[v.accepted])  # the target's device row that scored the last token
+    drafter.observe_features(x[: n_catch_up + v.accepted])  # kept positions' device rows
+    # (every layer the drafter reads, side by side: [n_catch_up + accepted, F])
     return Round(
         draft=Draft(drafted.astype(np.int64), draft.q),
         p=p,

@@ -23,7 +23,18 @@ What differs from reference/tree/, and why:
     those tokens on the host: its mask and positions are built from the tree there.
   - HeadsTreeDrafter computes the heads' rows on the device and brings back each depth's
     top-b tokens and estimates in ONE transfer; the pruning is the reference's.
-  Transfers per round: ModelTreeDrafter one per tree level plus one; HeadsTreeDrafter two.
+  - EagleTreeDrafter (EAGLE-2) grows its tree as the reference's does, with the twin's
+    EagleDrafter: the catch-up and each level's block pass (the fused block, over a tree
+    placement of the drafter's own cache) run on the device, and ONE transfer per pass
+    brings back each expanded node's `top` likeliest children and their confidences, all
+    the growth reads (`confidence`: zero elsewhere, so its ranking and scores are the
+    reference's); the choice of nodes, the budget and the tree are the reference's, on the
+    host.
+  Transfers per round: ModelTreeDrafter one per tree level plus one; HeadsTreeDrafter two;
+  EagleTreeDrafter one per block pass (the catch-up, then each expanded level) plus one.
+* The pass hands a drafter that reads the target's features (EAGLE's `feature_layers`) the
+  kept positions' features, gathered on the device from the pass's rows (catch-up, then
+  the accepted path), as the reference's loop does.
 * Uniforms are drawn a level at a time, one host call, in the reference's order (parent by
   parent, b each), and the walk draws as the reference's: sampled and point-mass trees give
   the reference's tokens from the same seed. Without replacement, b are drawn per parent
@@ -45,8 +56,9 @@ from gpu.drafters import as_twin_drafter, register_twin
 from gpu.kv_cache import KVCache
 from gpu.model import GPT, as_twin_model, softmax
 from gpu.sampling import STABLE, inverse_cdf, probabilities
-from gpu.speculative import check_rows_finite
+from gpu.speculative import check_rows_finite, scored_rows
 from reference.checks import as_token_array, check_clock, check_generator
+from reference.drafters import drafter_feature_layers
 from reference.kv_cache import catch_up_tokens
 from reference.records import CacheSpan, SpeculativeResult
 from reference.sampling import SamplingParams, check_sampling
@@ -66,13 +78,16 @@ from reference.tree import (
     kept_slots,
     target_room,
     tree_forward,
+    tree_pass_features,
     tree_pass_rows,
     verify_tree_unchecked,
 )
 from reference.tree import drafters as reference_tree_drafters
+from reference.tree import eagle as reference_tree_eagle
 from reference.tree.drafters import point_mass
 
 __all__ = [
+    "EagleTreeDrafter",
     "HeadsTreeDrafter",
     "ModelTreeDrafter",
     "compact",
@@ -114,7 +129,11 @@ def tree_round(
     if tree.depth > k or tree.n_nodes > target_room(cache, context):
         raise ValueError(f"the drafter's tree exceeds depth {k} or the cache's room")
     clock.mark("draft")
-    p, m, h = tree_verification_pass(target, cache, context, tree, sampling)  # 2.
+    # 2. the verification pass (tree_verification_pass) in the reference's two halves: the
+    # target's features of every row it feeds (the layers an EAGLE drafter reads), then p, h
+    layers = drafter_feature_layers(drafter)
+    x, m = tree_pass_features(target, cache, context, tree, layers)  # [m-1+n, F] on the device
+    p, h = scored_rows(target, x, tree.n_nodes - 1, sampling)  # [n, V], [n, C]: one per node
     clock.mark("target")
     t_written = cache.end
     d_written = draft_cache.end if draft_cache is not None else 0
@@ -131,6 +150,8 @@ def tree_round(
     drafter.commit_path(result.path)
     drafter.rollback()
     drafter.observe(h[result.path[-1] if result.path else 0])  # a device row
+    if layers is not None:  # the kept positions' features, gathered on the device
+        drafter.observe_features(x[to_device(keep)])  # [m + len(path), F]: the new slots
     return TreeRound(
         tree=tree,
         p=p,
@@ -353,6 +374,40 @@ class HeadsTreeDrafter(reference_tree_drafters.HeadsTreeDrafter):
         )
 
 
+AT_ONE = SamplingParams(1.0)  # the drafter's own distribution: what ranks a dynamic tree
+
+
+class EagleTreeDrafter(reference_tree_eagle.EagleTreeDrafter):
+    """The reference's EAGLE-2 dynamic tree on the device: the twin's EagleDrafter catches
+    up and runs each level's block pass there; each pass's `top` likeliest children per
+    node and their confidences come back in one transfer, and the tree grows on the host."""
+
+    def __init__(self, eagle, max_nodes: int = 16, depth: int = 6, top: int = 4) -> None:
+        # eagle: a gpu.EagleDrafter, or a reference one (its twin, built once)
+        super().__init__(as_twin_drafter(eagle), max_nodes, depth, top)
+
+    def confidence(self, f_hat) -> np.ndarray:
+        # f^ [r, C] (device) -> [r, V] on the host: the drafter's distribution at temperature
+        # 1 at each row's `top` likeliest tokens, zero elsewhere, in ONE transfer (the top of r
+        # rows, not the rows). The zeros rank last and every kept value is the row's own, so
+        # the reference's growth (offered_children, the scores) picks and scores exactly
+        # what it would from the full rows
+        # [r, V]: ln_f and the output layer (one launch), softmax at temperature 1 (one: the
+        # fused pick's distribution, the reference's softmax step for step)
+        rows = probabilities(self.eagle.target.output(f_hat), AT_ONE)
+        top = xp.argsort(-rows, axis=-1, **STABLE)[:, : self.top]  # [r, top], ties: smaller id
+        chosen = xp.take_along_axis(rows, top, axis=-1)
+        packed = to_host(xp.concatenate([top.astype(np.float64), chosen.astype(np.float64)], -1))
+        dense = np.zeros(rows.shape, dtype=np.float32)
+        b = top.shape[-1]
+        np.put_along_axis(dense, packed[:, :b].astype(np.int64), packed[:, b:], axis=-1)
+        return dense
+
+
+register_twin(
+    reference_tree_eagle.EagleTreeDrafter,
+    lambda d: EagleTreeDrafter(as_twin_drafter(d.eagle), d.max_nodes, d.depth, d.top),
+)
 register_twin(
     reference_tree_drafters.ModelTreeDrafter,
     lambda d: ModelTreeDrafter(d.model, d.shape, d.draw),

@@ -1,22 +1,31 @@
 """The twin's checkpoint loading: the reference reads the files, the twin copies the weights.
 
 What differs from reference/weights.py, and why: nothing about the format or its checks
-(the reference's `load_gpt2` does all of that on the host); the one GPU step is a copy of
-the weights into device memory, which `gpu.model.GPT` makes when it is built.
+(the reference's `load_gpt2` and `read_eagle` do all of that on the host); the one GPU step
+is a copy of the weights into device memory, which `gpu.model.GPT` and `gpu.eagle`'s
+drafter make when they are built.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from gpu.eagle import EagleDrafter
 from gpu.model import GPT
 from reference import weights as reference_weights
 from reference.weights import CheckpointError
 
-__all__ = ["CheckpointError", "load_gpt2"]
+__all__ = ["CheckpointError", "load_eagle", "load_gpt2"]
 
 
 def load_gpt2(directory: str | Path) -> GPT:
     """Load a GPT-2 checkpoint directory (config.json + model.safetensors) onto the device."""
     model = reference_weights.load_gpt2(directory)
     return GPT(model.config, model.params)
+
+
+def load_eagle(folder: str | Path, target) -> EagleDrafter:
+    """The trained EAGLE drafter in `folder` (models/eagle/) as the twin's, for `target` (a
+    twin GPT, or a reference one: its twin): the reference reads and checks the files, the
+    twin's drafter copies the weights to the device once."""
+    return reference_weights.load_eagle(folder, target, drafter=EagleDrafter)

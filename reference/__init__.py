@@ -35,6 +35,7 @@ from reference.speculative import (
     speculative_round,
     verification_pass,
 )
+from reference.tree import EagleTreeDrafter
 from reference.verification import (
     Verification,
     acceptance_probability,
@@ -53,6 +54,7 @@ __all__ = [
     "GPTConfig",
     "EarlyExitDrafter",
     "EagleDrafter",
+    "EagleTreeDrafter",
     "HeadsDrafter",
     "HybridDrafter",
     "KVCache",

@@ -34,7 +34,13 @@ import numpy as np
 
 from reference.autoregressive import check_eos, check_length_budget
 from reference.checks import as_token_array, check_clock, check_generator, check_positive_int
-from reference.drafters import Draft, Drafter, check_drafter, proposals_checked
+from reference.drafters import (
+    Draft,
+    Drafter,
+    check_drafter,
+    drafter_feature_layers,
+    proposals_checked,
+)
 from reference.kv_cache import KVCache, catch_up_tokens
 from reference.model import GPT, Placement, check_cache_fits
 from reference.records import CacheSpan, Round, SpeculativeResult
@@ -293,27 +299,48 @@ def batched_forward_unchecked(
 
 
 def batched_pass(
-    model: GPT, tokens: np.ndarray, n_new: np.ndarray, cache: BatchKVCache
-) -> tuple[np.ndarray, np.ndarray]:
-    # tokens [B, T] int64, n_new [B] -> (logits [B, T, V], h [B, T, C], x [B, T, C]): the
+    model: GPT, tokens: np.ndarray, n_new: np.ndarray, cache: BatchKVCache, layers=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    # tokens [B, T] int64, n_new [B] -> (logits [B, T, V], h [B, T, C], x [B, T, F]): the
     # final hidden states and the features before ln_f too, for drafters that read the
-    # target's state (extra heads, EAGLE). Padding: NaN.
+    # target's state (extra heads, EAGLE); F = C, or with `layers` the residual streams
+    # after those blocks side by side (GPT.layer_features), the top last. Padding: NaN.
     V, C = model.n_vocab, model.config.n_embd
+    F = C if layers is None else len(layers) * C
     B, T = tokens.shape
     at = batch_placement(cache.end, n_new, T)  # cache.end: a new array, moved by mark_written
     logits = np.full((B, T, V), np.nan, dtype=np.float32)
     h = np.full((B, T, C), np.nan, dtype=np.float32)
-    x = np.full((B, T, C), np.nan, dtype=np.float32)
+    x = np.full((B, T, F), np.nan, dtype=np.float32)
     if at.stop == 0:
         return logits, h, x  # nothing cached, nothing new: no row has anything to compute
     real = np.arange(T)[None, :] < n_new[:, None]  # [B, T]
     # the model's one forward over the B*T positions (padding reads token 0 and is dropped)
-    features = model.residual(np.where(real, tokens, 0), cache, at)  # [B*T, C]
-    final = model.norm(features, "ln_f")  # [B*T, C]
-    x[real] = features.reshape(B, T, C)[real]
+    features = model.layer_features(np.where(real, tokens, 0), cache, at, layers)  # [B*T, F]
+    final = model.norm(features[:, -C:], "ln_f")  # [B*T, C]
+    x[real] = features.reshape(B, T, F)[real]
     h[real] = final.reshape(B, T, C)[real]
     logits[real] = model.logits(final).reshape(B, T, V)[real]
     return logits, h, x
+
+
+def batch_feature_layers(drafters) -> tuple[int, ...] | None:
+    # the union of the layers the batch's drafters read (`drafter_feature_layers`), in
+    # order; None when none reads more than the top feature: the plain pass, nothing extra
+    asked = [drafter_feature_layers(d) for d in drafters]
+    union = sorted({layer for layers in asked if layers is not None for layer in layers})
+    return tuple(union) if len(union) > 1 else None
+
+
+def feature_columns(layers, union, C: int):
+    # the columns of a pass over `union` (batch_feature_layers) that hold `layers` (a
+    # drafter's; None: the top feature only) -> a slice, or an int array when they are apart
+    if union is None or layers == union:  # the pass computed exactly what it reads
+        return slice(None)
+    if layers is None:  # the top feature: the last C columns
+        return slice(-C, None)
+    index = [union.index(layer) for layer in layers]
+    return np.concatenate([np.arange(i * C, (i + 1) * C) for i in index])
 
 
 # ------------------------------------------------------------------------------ one round
@@ -325,9 +352,11 @@ def batched_verification_pass(
     contexts: list[np.ndarray],
     drafts: list[Draft | None],
     sampling: SamplingParams,
+    layers=None,
 ) -> tuple[list[np.ndarray | None], list[int], np.ndarray, np.ndarray]:
     # -> (p[b] [k_b+1, V] or None, catch-up tokens fed per row, h [B, T, C] the pass's final
-    # hidden states by row and position, x [B, T, C] its features before ln_f). ONE target
+    # hidden states by row and position, x [B, T, F] its features before ln_f: F = C, or the
+    # residual streams after the blocks `layers` side by side, batch_feature_layers). ONE target
     # forward over [catch-up tokens of b, x_1..x_{k_b} of b] for every row with a draft
     # (ragged: k_b and the catch-up differ), none for a finished row (drafts[b] None:
     # n_new[b] = 0). Row b's last k_b + 1 real rows score its drafts and its bonus position,
@@ -342,7 +371,7 @@ def batched_verification_pass(
         rows.append(np.concatenate([new, draft.tokens]))
         n_catch_up.append(len(new))
     tokens, n_new = pad_right(rows)
-    logits, h, x = batched_pass(target, tokens, n_new, cache)  # [B, T, V], [B, T, C] x2
+    logits, h, x = batched_pass(target, tokens, n_new, cache, layers)  # [B,T,V], [B,T,C], [B,T,F]
     p: list[np.ndarray | None] = []
     for b, draft in enumerate(drafts):
         if draft is None:
@@ -387,8 +416,9 @@ def batched_round(
             if not proposals_checked(drafters[b]):  # a plug-in's proposal, as in the round
                 check_draft(drafts[b], k_rounds[b], target.n_vocab)
     clock.mark("draft")
+    layers, C = batch_feature_layers(drafters), target.config.n_embd  # what any drafter reads
     p, n_catch_up, h, x = batched_verification_pass(  # 2.
-        target, cache, contexts, drafts, sampling
+        target, cache, contexts, drafts, sampling, layers
     )
     clock.mark("target")
     t_written = cache.end
@@ -416,7 +446,8 @@ def batched_round(
         drafters[b].rollback()
         last = n_catch_up[b] + verifications[b].accepted - 1  # row of the last kept token
         drafters[b].observe(h[b, last])  # the target's row that scored the round's last token
-        drafters[b].observe_features(x[b, : last + 1])  # features of the kept positions
+        columns = feature_columns(drafter_feature_layers(drafters[b]), layers, C)
+        drafters[b].observe_features(x[b, : last + 1][:, columns])  # the kept positions' features
         dc = draft_caches[b]
         rounds[b] = Round(
             draft=drafts[b],
@@ -438,13 +469,16 @@ def batched_prefill(
     # `prefill` for B prompts: one ragged target pass caches every prompt but its last token
     # (a one-token prompt feeds nothing: n_new[b] = 0); each drafter prefills its own.
     tokens, n_new = pad_right([prompt[:-1] for prompt in prompts])
-    _, h, x = batched_pass(target, tokens, n_new, cache)  # [B, T, C] x2
+    layers = batch_feature_layers(drafters)
+    _, h, x = batched_pass(target, tokens, n_new, cache, layers)  # [B, T, C], [B, T, F]
     cache.commit(n_new)
+    C = target.config.n_embd
     for b, (drafter, prompt) in enumerate(zip(drafters, prompts, strict=True)):
         drafter.reset()
         if n_new[b]:
             drafter.observe(h[b, n_new[b] - 1])  # the row that scored the prompt's last token
-            drafter.observe_features(x[b, : n_new[b]])
+            columns = feature_columns(drafter_feature_layers(drafter), layers, C)
+            drafter.observe_features(x[b, : n_new[b]][:, columns])
         drafter.prefill(prompt[:-1])
 
 

@@ -22,7 +22,12 @@ overrides only what it has):
   * `observe_features(x)` (default: nothing): after every round and after prefill, the
     target's features x [m, C] (the residual stream after its last block, BEFORE ln_f) of
     the m positions it has just committed, in order -- what an EAGLE drafter reads
-    (reference/eagle.py);
+    (reference/eagle.py). A drafter with a `feature_layers` attribute (block counts, the
+    last n_layer; default None: the top feature only, nothing extra computed) gets
+    x [m, len(feature_layers) * C] instead, the residual stream after each of those blocks
+    side by side (GPT.layer_features); the chain, batch and tree loops all ask for it
+    (`drafter_feature_layers`), and the tree loop hands features over, after its rounds,
+    only to a drafter that declares them;
   * a Draft may carry `shared` (SharedLayers): the target's own lower layers already ran
     over the round's rows while drafting (early exit), so the verification pass starts
     those rows at the exit layer instead of recomputing them (`SharedLayers.continue_in`);
@@ -113,6 +118,10 @@ class DrafterParts(Protocol):
     def observe_features(self, x: np.ndarray) -> None:  # x [m, C], the committed positions'
         return None  # pre-norm features, in order
 
+    # the target blocks whose features observe_features reads (GPT.layer_features); None:
+    # the top feature only, from the plain forward, at no extra cost (every drafter but EAGLE)
+    feature_layers: tuple[int, ...] | None = None
+
 
 class Drafter(DrafterParts, Protocol):
     """What the loop asks of a drafter. Subclass it: the optional parts get their defaults."""
@@ -143,6 +152,13 @@ def proposals_checked(drafter) -> bool:
     # (the library's own): a subclass that overrides propose is a plug-in, checked each round
     owner = next((c for c in type(drafter).__mro__ if "propose" in vars(c)), None)
     return owner is not None and "library_checked" in vars(owner) and bool(drafter.library_checked)
+
+
+def drafter_feature_layers(drafter) -> tuple[int, ...] | None:
+    # the layers whose features a loop computes and hands to this drafter: its
+    # `feature_layers` (None, the default: the top feature only, nothing extra computed); a
+    # drafter written before the part existed (duck-typed, not subclassing Drafter) reads none
+    return getattr(drafter, "feature_layers", None)
 
 
 def check_drafter(drafter, required: tuple[str, ...] = CHAIN_PARTS) -> None:

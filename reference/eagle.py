@@ -30,8 +30,21 @@ round's catch-up, like the draft model's catch-up token. So `commit(n)` keeps ex
 catch-up rows and `rollback()` drops every draft row; the committed slots always equal a
 fresh prefill of the same (feature, token) history.
 
+EAGLE-3 (`feature_layers`, more than one): the feature handed over for a position is the
+target's residual stream after several of its blocks, side by side (GPT.layer_features; the
+top, pre-ln_f, always last), and one more linear layer reduces it to C before the fusion:
+
+    g_true(t) = [f_l1(t); f_l2(t); ...; f_top(t)] R + r     R [len(layers) C, C], r [C]
+                                                             ("reduce.weight", "reduce.bias")
+
+g_true(t) stands where f(t) stood above, for every position whose true features are known;
+draft steps still feed the block's own output f^ (C wide). The reduction is applied once, as
+the features arrive (`observe_features`): the drafter keeps C-wide rows, whichever variant.
+
 q depends only on committed tokens (through the target's features) and the drafts before it:
 the output law is the target's whatever the weights (untrained here: see init_eagle_params).
+Trained weights: `reference.weights.load_eagle(folder, target)` (models/eagle/, written by
+`python -m specdec.training.train_eagle`; the file I/O stays at the edge, in weights.py).
 """
 
 from __future__ import annotations
@@ -43,26 +56,41 @@ import numpy as np
 from reference.checks import as_token_array, check_generator, check_positive_int
 from reference.config import GPTConfig
 from reference.drafters import Draft, Drafter
-from reference.model import GPT, causal_placement, expected_param_shapes
+from reference.model import GPT, causal_placement, check_feature_layers, expected_param_shapes
 from reference.sampling import SamplingParams, check_sampling, probabilities, sample_token
 
 FUSE = ("fc.weight", "fc.bias")  # W [2C, C], b [C]: [e(x(t+1)); f(t)] -> the block's input
+REDUCE = ("reduce.weight", "reduce.bias")  # R [len(layers) C, C], r [C]: EAGLE-3 only
+FILES = ("eagle.safetensors", "metadata.json")  # what load_eagle reads from its folder
+TRAIN_COMMAND = "python -m specdec.training.train_eagle"
 
 
-def eagle_param_shapes(cfg: GPTConfig) -> dict[str, tuple[int, ...]]:
-    # the fusion layer and one block named as the target's block 0 ("h.0.ln_1.weight", ...)
+def feature_layers_of(cfg: GPTConfig, feature_layers=None) -> tuple[int, ...]:
+    # None -> (n_layer,) (EAGLE-1: the top feature only); else checked (check_feature_layers)
+    return check_feature_layers(
+        (cfg.n_layer,) if feature_layers is None else feature_layers, cfg.n_layer
+    )
+
+
+def eagle_param_shapes(cfg: GPTConfig, feature_layers=None) -> dict[str, tuple[int, ...]]:
+    # the fusion layer and one block named as the target's block 0 ("h.0.ln_1.weight", ...),
+    # and with more than one feature layer the reduction R, r (EAGLE-3)
     C = cfg.n_embd
+    layers = feature_layers_of(cfg, feature_layers)
     block = {
         n: s for n, s in expected_param_shapes(replace(cfg, n_layer=1)).items() if n[:2] == "h."
     }
-    return {FUSE[0]: (2 * C, C), FUSE[1]: (C,)} | block
+    reduce = {REDUCE[0]: (len(layers) * C, C), REDUCE[1]: (C,)} if len(layers) > 1 else {}
+    return {FUSE[0]: (2 * C, C), FUSE[1]: (C,)} | reduce | block
 
 
-def init_eagle_params(cfg: GPTConfig, rng: np.random.Generator, std: float = 0.02) -> dict:
+def init_eagle_params(
+    cfg: GPTConfig, rng: np.random.Generator, std: float = 0.02, feature_layers=None
+) -> dict:
     """Random EAGLE weights: N(0, std) matrices, unit LayerNorm gains, zero biases."""
     check_generator(rng)
     params = {}
-    for name, shape in eagle_param_shapes(cfg).items():
+    for name, shape in eagle_param_shapes(cfg, feature_layers).items():
         if name.endswith("ln_1.weight") or name.endswith("ln_2.weight"):
             params[name] = np.ones(shape, dtype=np.float32)
         elif name.endswith(".bias"):
@@ -72,16 +100,25 @@ def init_eagle_params(cfg: GPTConfig, rng: np.random.Generator, std: float = 0.0
     return params
 
 
-def check_eagle_params(params, cfg: GPTConfig) -> dict[str, np.ndarray]:
-    # -> the params as float32, every name and shape checked against the target's config
+def check_eagle_params(params, cfg: GPTConfig, feature_layers=None) -> dict[str, np.ndarray]:
+    # -> the params as float32, every name and shape checked against the target's config and
+    # the feature layers (reduce.* exactly when there are more than one)
     if not isinstance(params, dict):
         raise TypeError(f"EAGLE params are a dict of arrays, got {type(params).__name__}")
-    shapes = eagle_param_shapes(cfg)
+    layers = feature_layers_of(cfg, feature_layers)
+    shapes = eagle_param_shapes(cfg, layers)
     missing, unknown = sorted(set(shapes) - set(params)), sorted(set(params) - set(shapes))
     if missing or unknown:
+        why = (
+            f"; feature_layers={layers} needs reduce.* ([{len(layers)} x {cfg.n_embd}, "
+            f"{cfg.n_embd}] and [{cfg.n_embd}])"
+            if len(layers) > 1
+            else f"; reduce.* belongs to EAGLE-3 only (more than one feature layer, here {layers})"
+        )
         raise ValueError(
             f"EAGLE params need exactly {sorted(shapes)} (init_eagle_params makes them); "
             f"missing {missing}, unknown {unknown}"
+            + (why if any(n in missing + unknown for n in REDUCE) else "")
         )
     out = {}
     for name, shape in shapes.items():
@@ -102,11 +139,16 @@ class EagleDrafter(Drafter):
 
     library_checked = True  # q from `probabilities`, each token sampled from its row
 
-    def __init__(self, target: GPT, params: dict[str, np.ndarray]) -> None:
+    def __init__(self, target: GPT, params: dict[str, np.ndarray], feature_layers=None) -> None:
+        # feature_layers: the target's block counts whose residual streams it reads (None:
+        # (n_layer,), EAGLE-1); the loops ask it of the drafter and hand those over
         cfg = target.config
-        params = check_eagle_params(params, cfg)
+        self.feature_layers = feature_layers_of(cfg, feature_layers)
+        params = check_eagle_params(params, cfg, self.feature_layers)
         self.target = target
         self.w, self.b = params[FUSE[0]], params[FUSE[1]]  # [2C, C], [C]
+        # [len(layers) C, C], [C]: the EAGLE-3 reduction (None for one layer: f(t) as it is)
+        self.reduce = (params[REDUCE[0]], params[REDUCE[1]]) if REDUCE[0] in params else None
         # the block as a one-block GPT (its embeddings are the target's, never used: the
         # block reads fused rows, which carry their position in the target's features)
         shared = {
@@ -115,7 +157,8 @@ class EagleDrafter(Drafter):
         block = {n: w for n, w in params.items() if n.startswith("h.")}
         self.block_model = GPT(replace(cfg, n_layer=1), shared | block)
         self.cache = self.block_model.new_cache()
-        self.features = np.zeros((cfg.n_ctx, cfg.n_embd), dtype=np.float32)  # f(0..n_known-1)
+        # f(0..n_known-1), the features fused with the tokens (EAGLE-3: g_true, reduced)
+        self.features = np.zeros((cfg.n_ctx, cfg.n_embd), dtype=np.float32)
         self.n_known = 0  # positions whose true feature the target has handed over
         self._fed_context = 0  # catch-up rows fed this round (true features): the ones kept
 
@@ -132,15 +175,23 @@ class EagleDrafter(Drafter):
         self.n_known = self._fed_context = 0
 
     def observe_features(self, x: np.ndarray) -> None:
-        # x [m, C]: the target's features of the next m positions, in order
+        # x [m, len(feature_layers) * C]: the target's features of the next m positions, in
+        # order, its layers side by side (GPT.layer_features) -> stored C wide: as they are
+        # for one layer, g_true = x R + r for several (reduced once, here, as they arrive)
         x = np.asarray(x, dtype=np.float32)
         C = self.features.shape[1]
-        if x.ndim != 2 or x.shape[1] != C:
-            raise ValueError(f"features must have shape [m, {C}], got {x.shape}")
+        F = len(self.feature_layers) * C
+        if x.ndim != 2 or x.shape[1] != F:
+            raise ValueError(
+                f"features must have shape [m, {F}] ({len(self.feature_layers)} feature "
+                f"layer(s) {self.feature_layers} of width {C}), got {x.shape}"
+            )
         if self.n_known + len(x) > len(self.features):
             raise ValueError(
                 f"{self.n_known} known + {len(x)} new features exceed n_ctx={len(self.features)}"
             )
+        if self.reduce is not None:
+            x = x @ self.reduce[0] + self.reduce[1]  # [m, C]: g_true
         self.features[self.n_known : self.n_known + len(x)] = x
         self.n_known += len(x)
 
@@ -185,25 +236,16 @@ class EagleDrafter(Drafter):
         check_sampling(sampling)
         check_generator(rng)
         n = len(context)
-        if self.n_known != n - 1:
-            raise ValueError(
-                f"the drafter knows the target's features of {self.n_known} positions, but a "
-                f"context of {n} tokens needs those of its first {n - 1} (the round hands them "
-                f"over through observe_features; for a new prompt, call reset() first)"
-            )
+        self.check_known(n)
         if k > 0 and n - 1 + k - 1 > self.cache.capacity:
             raise ValueError(
                 f"drafting k={k} after {n} tokens needs {n + k - 2} slots of the drafter's "
                 f"cache of {self.cache.capacity}; lower k or shorten the context"
             )
-        self.cache.rollback()  # a proposal never builds on an earlier, unverified one
-        self._fed_context = 0
+        self.start_proposal()
         if k == 0 or n < 2:  # no feature yet (a one-token prompt): a plain target step
             return Draft(np.zeros(0, np.int64), np.zeros((0, self.n_vocab), np.float32))
-        # catch-up: positions t = length..n-2, each with its true feature f(t) and x(t+1)
-        t = np.arange(self.cache.length, n - 1)
-        f_hat = self.step(self.fuse(context[t + 1], self.features[t]))[-1]  # f^(n-1)
-        self._fed_context = len(t)
+        f_hat = self.catch_up(context)  # f^(n-1)
         tokens = np.zeros(k, dtype=np.int64)
         q = np.zeros((k, self.n_vocab), dtype=np.float32)
         for i in range(k):
@@ -212,6 +254,29 @@ class EagleDrafter(Drafter):
             if i < k - 1:  # the next step reads the draft and the drafter's own feature
                 f_hat = self.step(self.fuse(tokens[i : i + 1], f_hat[None, :]))[-1]
         return Draft(tokens, q)
+
+    def check_known(self, n: int) -> None:
+        # a context of n tokens needs the target's features of its first n-1 positions
+        if self.n_known != n - 1:
+            raise ValueError(
+                f"the drafter knows the target's features of {self.n_known} positions, but a "
+                f"context of {n} tokens needs those of its first {n - 1} (the round hands them "
+                f"over through observe_features; for a new prompt, call reset() first)"
+            )
+
+    def start_proposal(self) -> None:
+        # a proposal never builds on an earlier, unverified one; until its catch-up, a
+        # commit keeps nothing
+        self.cache.rollback()
+        self._fed_context = 0
+
+    def catch_up(self, context: np.ndarray) -> np.ndarray:
+        # context [n], n >= 2, after rollback -> f^(n-1) [C]: the catch-up rows, positions
+        # t = length..n-2 each with its true feature f(t) (or g_true(t)) and x(t+1), fed as
+        # temporary slots (the ones commit keeps); the last row's output scores x(n)
+        t = np.arange(self.cache.length, len(context) - 1)
+        self._fed_context = len(t)
+        return self.step(self.fuse(context[t + 1], self.features[t]))[-1]
 
     def commit(self, n_accepted: int) -> None:
         # keep the catch-up rows only: draft rows were fed predicted features, and the

@@ -39,7 +39,13 @@ from __future__ import annotations
 import numpy as np
 
 from reference.checks import as_token_array, check_generator, check_number, check_positive_int
-from reference.drafters import Draft, Drafter, check_drafter, proposals_checked
+from reference.drafters import (
+    Draft,
+    Drafter,
+    check_drafter,
+    drafter_feature_layers,
+    proposals_checked,
+)
 from reference.sampling import SamplingParams, check_sampling, one_hot
 
 PREFERENCES = ("recent", "longest")
@@ -180,6 +186,8 @@ class HybridDrafter(Drafter):
         self.lookup = lookup
         self.fallback = fallback
         self.proposer: Drafter | None = None  # who proposed the current round
+        # the layers an EAGLE fallback reads: the loops hand them over (None: none)
+        self.feature_layers = drafter_feature_layers(fallback)
 
     @property
     def n_vocab(self) -> int:

@@ -179,6 +179,29 @@ class GPT:
             cache.mark_written_at(at)
         return x
 
+    def layer_features(
+        self, tokens: np.ndarray, cache=None, at: Placement | None = None, layers=None
+    ) -> np.ndarray:
+        # tokens of at.shape -> [R, len(layers) * C]: the residual stream after the first l
+        # blocks, for each l in `layers` (check_feature_layers: increasing, the last n_layer),
+        # side by side in that order, so the top (`residual`, pre-ln_f) is the last C columns.
+        # What an EAGLE-3 drafter reads; layers None or (n_layer,) IS `residual`, unchanged.
+        layers = None if layers is None else check_feature_layers(layers, self.config.n_layer)
+        if layers is None or len(layers) == 1:
+            return self.residual(tokens, cache, at)
+        if at is None:
+            at = causal_placement(0 if cache is None else cache.end, len(tokens))
+        at = self.placed(at)
+        x = self.embed(tokens, at)
+        x, first, spans = x.reshape(-1, x.shape[-1]), 0, []
+        for stop in layers:  # the same blocks as `residual`, read out after each span
+            x = self.blocks(x, cache, at, first, stop)
+            spans.append(x)
+            first = stop
+        if cache is not None:
+            cache.mark_written_at(at)
+        return np.concatenate(spans, axis=1)
+
     def placed(self, at: Placement) -> Placement:
         # the placement as this model's arrays (the GPU twin moves its arrays to its device)
         return at
@@ -284,6 +307,34 @@ def check_param_shapes(cfg: GPTConfig, params: dict[str, np.ndarray]) -> None:
             raise ValueError(
                 f"parameter {name!r} has shape {params[name].shape}, the config needs {shape}"
             )
+
+
+def check_feature_layers(layers, n_layer: int) -> tuple[int, ...]:
+    # -> layers as a tuple of ints: block counts l with 1 <= l <= n_layer, strictly increasing,
+    # the last n_layer (the feature below ln_f, which scores p, is always read)
+    if isinstance(layers, (str, bytes)) or not hasattr(layers, "__len__") or len(layers) == 0:
+        raise ValueError(
+            f"feature layers must be a non-empty sequence of block counts, e.g. (2, 4, "
+            f"{n_layer}), got {layers!r}"
+        )
+    out = []
+    for layer in layers:
+        if isinstance(layer, (bool, np.bool_)) or not isinstance(layer, (int, np.integer)):
+            raise ValueError(f"feature layers must be ints (block counts), got {layers!r}")
+        if not 1 <= layer <= n_layer:
+            raise ValueError(
+                f"feature layer {int(layer)} is not a block count of the target: each must be "
+                f"in 1..{n_layer} (the residual stream after that many blocks), got {layers!r}"
+            )
+        out.append(int(layer))
+    if np.any(np.diff(out) <= 0):
+        raise ValueError(f"feature layers must be strictly increasing, got {tuple(out)}")
+    if out[-1] != n_layer:
+        raise ValueError(
+            f"the last feature layer must be the top, {n_layer} (the feature below ln_f that "
+            f"scores p), got {tuple(out)}"
+        )
+    return tuple(out)
 
 
 def check_cache_fits(cache: KVCache, cfg: GPTConfig) -> None:

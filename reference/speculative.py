@@ -42,6 +42,7 @@ from reference.drafters import (
     Drafter,
     SharedLayers,
     check_drafter,
+    drafter_feature_layers,
     proposals_checked,
 )
 from reference.kv_cache import KVCache, catch_up_tokens
@@ -136,22 +137,32 @@ def target_features(
     context: np.ndarray,
     draft_tokens: np.ndarray,
     shared: SharedLayers | None = None,
+    layers: tuple[int, ...] | None = None,
 ) -> tuple[np.ndarray, int]:
-    # -> (x [n_catch_up + k, C], n_catch_up): the verification pass's forward, stopped
-    # before the final norm: x are the target's features of every row it fed (EAGLE reads them)
+    # -> (x [n_catch_up + k, F], n_catch_up): the verification pass's forward, stopped
+    # before the final norm: x are the target's features of every row it fed (EAGLE reads
+    # them); F = C, or with `layers` the residual streams after those blocks side by side
+    # (GPT.layer_features), the top last
     new = catch_up_tokens(cache, context)
     tokens = np.concatenate([new, draft_tokens])
-    if shared is None:
-        x = target.residual(tokens, cache)
-    else:  # an early-exit drafter's rows continue at its exit layer
+    if shared is not None:  # an early-exit drafter's rows continue at its exit layer
+        if layers is not None and len(layers) > 1:
+            raise ValueError(
+                "a drafter that shares the target's lower-layer rows (early exit) cannot also "
+                f"read features of several layers (feature_layers={layers})"
+            )
         x = shared.continue_in(target, cache, tokens)
+    elif layers is None:
+        x = target.residual(tokens, cache)
+    else:
+        x = target.layer_features(tokens, cache, None, layers)
     return x, len(new)
 
 
 def scored_rows(target: GPT, x: np.ndarray, k: int, sampling) -> tuple[np.ndarray, np.ndarray]:
-    # features x [T, C] -> (p [k+1, V], h [k+1, C]): the last k+1 rows through ln_f and the
-    # output layer, processed by the sampling transform
-    h = target.norm(x[-(k + 1) :], "ln_f")  # [k+1, C]
+    # features x [T, F] -> (p [k+1, V], h [k+1, C]): the last k+1 rows' top feature (the last
+    # C columns: below ln_f) through ln_f and the output layer, then the sampling transform
+    h = target.norm(x[-(k + 1) :, -target.config.n_embd :], "ln_f")  # [k+1, C]
     return probabilities(target.logits(h), sampling), h
 
 
@@ -193,7 +204,9 @@ def speculative_round(
     clock.mark("draft")
     # 2. the verification pass, in its two halves: the target's features x of every row it
     # feeds (what an EAGLE drafter reads), then the rows p (and h) that score the drafts
-    x, n_catch_up = target_features(target, cache, context, draft.tokens, draft.shared)
+    x, n_catch_up = target_features(
+        target, cache, context, draft.tokens, draft.shared, drafter_feature_layers(drafter)
+    )
     p, h = scored_rows(target, x, len(draft.tokens), sampling)
     clock.mark("target")
     t_written, d_written = cache.end, cache_span_start(draft_cache)[1]
@@ -209,6 +222,7 @@ def speculative_round(
     drafter.rollback()
     drafter.observe(h[v.accepted])  # the target's row that scored the round's last token
     drafter.observe_features(x[: n_catch_up + v.accepted])  # features of the kept positions
+    # (every layer the drafter reads, side by side: [n_catch_up + accepted, F])
     return Round(
         draft=draft,
         p=p,
@@ -243,9 +257,11 @@ def prefill(target: GPT, cache: KVCache, drafter: Drafter, prompt: np.ndarray) -
     # emitted token) is fed together with the next drafts.
     drafter.reset()
     if len(prompt) > 1:
-        x = target.residual(prompt[:-1], cache)  # [n-1, C]: the features, before ln_f
+        # [n-1, F]: the features, before ln_f (F = C, or the layers the drafter reads)
+        x = target.layer_features(prompt[:-1], cache, None, drafter_feature_layers(drafter))
         cache.commit(len(prompt) - 1)
-        drafter.observe(target.norm(x[-1:], "ln_f")[0])  # the row that scored the last token
+        top = x[-1:, -target.config.n_embd :]  # the last position's feature below ln_f
+        drafter.observe(target.norm(top, "ln_f")[0])  # the row that scored the last token
         drafter.observe_features(x)
     drafter.prefill(prompt[:-1])
 

@@ -32,6 +32,9 @@ import safetensors.numpy
 from safetensors import SafetensorError
 
 from reference.config import GPTConfig
+from reference.eagle import FILES as EAGLE_FILES
+from reference.eagle import TRAIN_COMMAND as TRAIN_EAGLE
+from reference.eagle import EagleDrafter
 from reference.model import GPT, expected_param_shapes
 
 # the dtypes we load (each becomes float32); bf16 has no NumPy dtype, see `check_entry`
@@ -332,3 +335,38 @@ def save_gpt2(model: GPT, directory: str | Path, dtype=np.float16, metadata=None
     (directory / "config.json").write_text(json.dumps(model.config.to_hf_dict(), indent=2) + "\n")
     tensors = {HF_PREFIX + k: v.astype(dtype) for k, v in model.params.items()}
     write_safetensors(directory / "model.safetensors", tensors, metadata or {"format": "pt"})
+
+
+# ------------------------------------------------------------------ an EAGLE drafter's folder
+
+
+def read_eagle(folder: str | Path, n_layer: int) -> tuple[dict[str, np.ndarray], tuple[int, ...]]:
+    """The trained drafter in `folder` (models/eagle/): its parameters from eagle.safetensors
+    (float16 or float32, as float32) and its "feature_layers" from metadata.json, both
+    written by `python -m specdec.training.train_eagle`; shapes are checked by the drafter."""
+    folder = Path(folder)
+    for name in EAGLE_FILES:
+        if not (folder / name).is_file():
+            raise FileNotFoundError(
+                f"no trained EAGLE drafter in {folder}: {name} is missing; `{TRAIN_EAGLE}` "
+                f"trains one and writes {' and '.join(EAGLE_FILES)} there"
+            )
+    layers = read_json_object(folder / EAGLE_FILES[1]).get("feature_layers")
+    if not isinstance(layers, list):
+        raise CheckpointError(
+            f'{folder / EAGLE_FILES[1]} must name the drafter\'s "feature_layers" as a list of '
+            f"block counts, e.g. [{n_layer}], got {layers!r}"
+        )
+    return read_safetensors(folder / EAGLE_FILES[0]), tuple(layers)
+
+
+def load_eagle(folder: str | Path, target: GPT, drafter=EagleDrafter):
+    """The trained drafter in `folder` as a `drafter` (the reference's EagleDrafter, or the
+    GPU twin's: gpu/weights.py) for `target`; a folder made for another target is refused."""
+    params, layers = read_eagle(folder, target.config.n_layer)
+    try:
+        return drafter(target, params, layers)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(
+            f"{folder} does not hold an EAGLE drafter for this target: {err}"
+        ) from None

@@ -19,7 +19,7 @@ from reference.model import GPT
 from reference.sampling import SamplingParams
 from reference.speculative import SpeculativeStats, speculative_generate
 from specdec.costs import CostProfile, expected_tokens_per_round, predicted_speedup
-from specdec.drafting import generate_function, make_drafter
+from specdec.drafting import DYNAMIC_TREE_DRAFTERS, generate_function, make_drafter
 from specdec.fast_cpu_plan import describe_plan, row_ranges
 from specdec.timing import StageClock
 from specdec.training.corpus import is_held_out, list_sources, stdlib_dir
@@ -89,6 +89,8 @@ class BenchPoint:
     drafter: str = "model"  # specdec/drafting.py name
     drafted_per_round: float = 0.0  # drafts sent to verification per round, pooled
     nodes_per_round: float = 0.0  # candidates verified per round (a chain: its drafts), pooled
+    # P(accept position i | examined), i = 1..k (a tree: depth i), pooled; NaN: never examined
+    alpha_by_position: list[float] = field(default_factory=list)
 
     @property
     def speedup(self) -> float:
@@ -182,14 +184,21 @@ def run_bench(
       against the same autoregressive runs, and cells finish together, at the end of
       their temperature (`on_point` is called then)."""
     ks_by_drafter = ks_by_drafter or {drafter_name: ks}
-    drafters = {
-        name: make_drafter(
-            name, reference, target, draft, min_confidence, **(drafter_options or {})
-        )
-        for name in ks_by_drafter
-    }
     cells = [(name, k) for name, name_ks in ks_by_drafter.items() for k in name_ks]
-    loops = {name: generate_function(reference, d) for name, d in drafters.items()}
+    # one drafter per cell: eagle-tree's node budget is its k (specdec/drafting.py)
+    drafters = {
+        cell: make_drafter(
+            cell[0],
+            reference,
+            target,
+            draft,
+            min_confidence,
+            **(drafter_options or {}),
+            **cell_options(*cell),
+        )
+        for cell in cells
+    }
+    loops = {cell: generate_function(reference, d) for cell, d in drafters.items()}
 
     def ar_run(prompt, sampling, seed_r, ar: Tally, ar_clock: StageClock) -> None:
         clock = StageClock()  # end to end = its total, decode = its decode stages
@@ -206,9 +215,9 @@ def run_bench(
 
     def spec_run(cell, prompt, sampling, seed_r, spec: Tally, spec_clock, stats) -> None:
         clock = StageClock()
-        res = loops[cell[0]](
+        res = loops[cell](
             target,
-            drafters[cell[0]],
+            drafters[cell],
             prompt,
             k=cell[1],
             max_new_tokens=max_new_tokens,
@@ -268,6 +277,11 @@ def run_bench(
     )
 
 
+def cell_options(name: str, k: int) -> dict:
+    # make_drafter's options that follow the cell's k: a dynamic tree's node budget
+    return {"tree_nodes": k} if name in DYNAMIC_TREE_DRAFTERS else {}
+
+
 def finished_point(temperature, cell, ar, spec, stats, ar_clock, spec_clock, costs, on_point):
     # one cell's BenchPoint, handed to on_point (if any) as soon as it is finished
     point = bench_point(temperature, cell[1], ar, spec, stats, ar_clock, spec_clock, costs)
@@ -312,6 +326,7 @@ def bench_point(
     )
     point.drafted_per_round = drafted / rounds
     point.nodes_per_round = pooled.mean_nodes_per_round
+    point.alpha_by_position = [float(a) for a in pooled.per_position_acceptance]
     point.predicted_tokens_per_round = expected_tokens_per_round(alpha, k)
     point.predicted = predicted_speedup(alpha, k, costs.c)
     point.predicted_corrected = predicted_speedup(alpha, k, costs.c, costs.verify_cost(k + 1))
@@ -392,6 +407,11 @@ def run_transformers_rows(
     }
 
 
+def by_position_text(rates: list[float]) -> str:
+    # [0.93, 0.81, nan] -> "0.93 0.81 -" (-: no run ever examined that position)
+    return " ".join("-" if r != r else f"{r:.2f}" for r in rates)
+
+
 def fast_path_lines(report: BenchReport) -> list[str]:
     # the fast path against the plain model on this machine, and the tricks it kept
     fast, plain = report.costs, report.plain_costs
@@ -444,6 +464,7 @@ def json_report(report: BenchReport, machine: dict, command: str, status: str) -
             "alpha": p.alpha,
             "tokens_per_round": p.tokens_per_round,
             "nodes_per_round": p.nodes_per_round,
+            "alpha_by_position": p.alpha_by_position,
             "ar_tps": p.ar_tps,
             "spec_tps": p.spec_tps,
             "speedup": p.speedup,
@@ -499,15 +520,15 @@ def markdown_report(report: BenchReport, machine: str, command: str) -> str:
         "identically); the last column includes the prefill:",
         "",
         "| T | k | alpha | tokens/round (measured / E) | AR tok/s | spec tok/s | "
-        "**speedup** (spread) | end to end |",
-        "|---|---|---|---|---|---|---|---|",
+        "**speedup** (spread) | end to end | alpha by position 1..k |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for p in report.points:
         lines.append(
             f"| {p.temperature:g} | {p.k} | {p.alpha:.3f} | {p.tokens_per_round:.2f} / "
             f"{p.predicted_tokens_per_round:.2f} | {p.ar_tps:.1f} | {p.spec_tps:.1f} | "
             f"**{p.speedup:.2f}x** ({min(p.speedups):.2f}..{max(p.speedups):.2f}) | "
-            f"{p.speedup_end_to_end:.2f}x |"
+            f"{p.speedup_end_to_end:.2f}x | {by_position_text(p.alpha_by_position)} |"
         )
     lines += [
         "",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specdec.bench import BenchPoint, BenchReport, run_bench
+from specdec.bench import BenchPoint, BenchReport, by_position_text, run_bench
 
 # k values per drafter: around each one's best on the bundled pair (heads draft at most 4)
 METHOD_KS = {
@@ -28,7 +28,14 @@ METHOD_KS = {
     "tree": [4],  # a tree's k is its depth (specdec/drafting.py TREE_WIDTHS)
     "tree-wide": [3],
     "tree-heads": [4],
+    # EAGLE's chain and its dynamic tree at the same ks: eagle-tree's k is its node budget,
+    # so each pair verifies as many nodes per round (equal nodes, EQUAL_NODES below). A first
+    # short run on the bundled pair had the chain's best k at 6 greedy, 4 at T = 0.8.
+    "eagle": [3, 4, 6, 8],
+    "eagle-tree": [3, 4, 6, 8],
 }
+# a dynamic tree -> the chain it is set against at equal nodes (the same k)
+EQUAL_NODES = {"eagle-tree": "eagle"}
 
 
 def parse_drafters(text: str) -> list[str]:
@@ -97,15 +104,54 @@ def method_row(p: BenchPoint) -> str:
         f"| {p.drafter} | {p.k} | {p.nodes_per_round:.2f} | {p.alpha:.3f} | "
         f"{p.tokens_per_round:.2f} | {c} | {draft_per_round:.3f} | {p.v_loop:.2f} | "
         f"**{p.speedup:.2f}x** "
-        f"({min(p.speedups):.2f}..{max(p.speedups):.2f}) | {p.predicted_loop:.2f}x |"
+        f"({min(p.speedups):.2f}..{max(p.speedups):.2f}) | {p.predicted_loop:.2f}x | "
+        f"{by_position_text(p.alpha_by_position)} |"
     )
 
 
 HEADER = [
     "| drafter | k | nodes/round | alpha | tokens/round | c | draft/round | v | "
-    "**speedup** (spread) | Leviathan, own c, v |",
-    "|---|---|---|---|---|---|---|---|---|---|",
+    "**speedup** (spread) | Leviathan, own c, v | alpha by position 1..k |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
 ]
+
+
+def equal_nodes_pairs(
+    report: BenchReport, temperature: float
+) -> list[tuple[BenchPoint, BenchPoint]]:
+    # (chain, dynamic tree) points measured at the same k, so at the same node budget
+    points = {(p.drafter, p.k): p for p in report.points if p.temperature == temperature}
+    return [
+        (points[(chain, k)], tree)
+        for (name, k), tree in points.items()
+        for chain in [EQUAL_NODES.get(name)]
+        if chain is not None and (chain, k) in points
+    ]
+
+
+def equal_nodes_lines(reports: dict[str, BenchReport]) -> list[str]:
+    # the chain against its dynamic tree at equal nodes, every set, T and k measured
+    rows = [
+        f"| {set_name}, {t:g} | {chain.drafter} / {tree.drafter} | {chain.k} | "
+        f"{chain.nodes_per_round:.2f} / {tree.nodes_per_round:.2f} | "
+        f"{chain.tokens_per_round:.2f} / {tree.tokens_per_round:.2f} | "
+        f"{chain.v_loop:.2f} / {tree.v_loop:.2f} | "
+        f"{chain.speedup:.2f}x / {tree.speedup:.2f}x |"
+        for set_name, report in reports.items()
+        for t in sorted({p.temperature for p in report.points})
+        for chain, tree in equal_nodes_pairs(report, t)
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        "Chain against dynamic tree at equal nodes (the tree's k is its node budget: at most k "
+        "candidates per verification pass, as the chain's k drafts), chain / tree:",
+        "",
+        "| prompts, T | drafters | k | nodes/round | tokens/round | v | speedup |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+    ]
 
 
 def methods_markdown(reports: dict[str, BenchReport], machine: str, command: str) -> str:
@@ -121,7 +167,11 @@ def methods_markdown(reports: dict[str, BenchReport], machine: str, command: str
         "row's k is its depth and its alpha counts depths as a chain's counts positions "
         "(docs/algorithm.md, 'Tree drafts'), so c is per depth drafted; nodes/round = the "
         "candidates each verification pass judged (a chain: its drafts; a tree: every node "
-        "but the root), the rows v pays for.",
+        "but the root), the rows v pays for. eagle-tree's k is its node budget and depth "
+        "limit (EAGLE-2's dynamic tree: it verifies as many nodes as eagle's chain at the same "
+        "k); its depth varies from round to round, so its Leviathan column (the chain's "
+        "formula at k) is a rough guide only. alpha by position = P(accept position i | "
+        "examined) (a tree: depth i).",
     ]
     for set_name, report in reports.items():
         temperatures = sorted({p.temperature for p in report.points})
@@ -132,6 +182,7 @@ def methods_markdown(reports: dict[str, BenchReport], machine: str, command: str
                 "",
             ]
             lines += HEADER + [method_row(p) for p in best_points(report, t)]
+    lines += equal_nodes_lines(reports)
     lines += ["", "Every (drafter, k) measured:", ""]
     for set_name, report in reports.items():
         for t in sorted({p.temperature for p in report.points}):

@@ -113,9 +113,9 @@ class BatchModelDrafter:
         self.fed_context = np.zeros(B, dtype=np.int64)  # [B] context tokens fed this round
         self.fed_drafts = np.zeros(B, dtype=np.int64)  # [B] drafts fed this round (k_b - 1)
 
-    def prefill(self, prompts: list[np.ndarray], h, n_new: np.ndarray) -> None:
-        # prompts[b] [n_b] -> None: every prompt but its last token cached in one pass (h and
-        # n_new, the target's, are not read: a draft model reads tokens only)
+    def prefill(self, prompts: list[np.ndarray], h, n_new: np.ndarray, x=None, layers=None):
+        # prompts[b] [n_b] -> None: every prompt but its last token cached in one pass (h, x,
+        # n_new and layers, the target's, are not read: a draft model reads tokens only)
         for drafter in self.drafters:
             drafter.reset()  # their state lives in this batch's cache until the run ends
         self.cache.reset()
@@ -178,9 +178,9 @@ class BatchModelDrafter:
         logits = self.model.output(last)  # [B, V]: LN_f and the output layer, one launch
         return xp.where(to_device(n_new > 0)[:, None], logits, 0)
 
-    def settle(self, accepted: list[int | None], h, last) -> None:
-        # row b keeps its fed context and the accepted drafts among those it fed; the rest
-        # of every row is dropped (h, last: the target's rows, not read by a draft model)
+    def settle(self, accepted: list[int | None], h, last, x=None, layers=None) -> None:
+        # row b keeps its fed context and the accepted drafts among those it fed; the rest of
+        # every row is dropped (h, last, x, layers: the target's, not read by a draft model)
         keep = [
             0 if a is None else int(self.fed_context[b]) + min(a, int(self.fed_drafts[b]))
             for b, a in enumerate(accepted)

@@ -23,13 +23,15 @@ One round, with `context` = the committed tokens (the root is context[-1]):
                           are gathered right after the committed ones; commit; roll back
 
 Trees come from `ModelTreeDrafter` (a draft model filling a static shape: b children per
-node, sampled, without replacement, or its top-b as point masses) and `HeadsTreeDrafter`
-(the extra heads' favourites, pruned by estimated path probability). The loop is
+node, sampled, without replacement, or its top-b as point masses), `HeadsTreeDrafter`
+(the extra heads' favourites, pruned by estimated path probability) and `EagleTreeDrafter`
+(EAGLE-2: an EAGLE drafter expanding the nodes it is most confident in, up to a budget). The loop is
 `tree_speculative_generate`: the chain's loop (a `Run` per sequence) with `tree_round`.
 
 One module per concern: shape.py (the tree, its checks), forward.py (the pass: positions
 and mask), rule.py (exact acceptance and its law), compaction.py (the accepted path's
-K/V), drafters.py (trees from a model or from heads), loop.py (one round, the loop).
+K/V), drafters.py (trees from a model or from heads), eagle.py (EAGLE-2's dynamic tree),
+loop.py (one round, the loop).
 
 Nodes are stored in breadth-first order (parents nondecreasing), so the children of a node
 are contiguous, a node's parent comes before it, and cutting a tree at a depth or at a node
@@ -46,13 +48,17 @@ from reference.tree.drafters import (
     choose_children,
     heads_candidates,
 )
+from reference.tree.eagle import EagleTreeDrafter
 from reference.tree.forward import (
     chain_parents,
     check_tree_forward,
     position_ids,
     target_room,
+    tree_features,
     tree_forward,
+    tree_forward_rows,
     tree_hidden,
+    tree_pass_features,
     tree_pass_rows,
     tree_placement,
     tree_verification_pass,
@@ -87,6 +93,7 @@ __all__ = [
     "SAMPLED",
     "WITHOUT_REPLACEMENT",
     "TREE_PARTS",
+    "EagleTreeDrafter",
     "HeadsTreeDrafter",
     "ModelTreeDrafter",
     "Tree",
@@ -107,8 +114,11 @@ __all__ = [
     "position_ids",
     "sibling_rows",
     "target_room",
+    "tree_forward_rows",
+    "tree_features",
     "tree_forward",
     "tree_hidden",
+    "tree_pass_features",
     "tree_pass_rows",
     "tree_placement",
     "tree_round",

@@ -55,9 +55,38 @@ def tree_hidden(model: GPT, tokens, parents, cache: KVCache | None = None) -> np
     # temporary slot), -1 if it follows the committed tokens directly. Slot j sits at
     # position length + depth(j) and attends to the committed slots and its own ancestors.
     # A chain (parents -1, 0, 1, ..) is exactly GPT.forward.
+    return model.norm(tree_features(model, tokens, parents, cache), "ln_f")
+
+
+def tree_features(
+    model: GPT, tokens, parents, cache: KVCache | None = None, layers=None
+) -> np.ndarray:
+    # tokens [T], parents [P+T] -> x [T, F], the features before ln_f of `tree_hidden`'s pass:
+    # F = C (the top), or with `layers` the residual streams after those blocks side by side
+    # (GPT.layer_features, the top last), what an EAGLE drafter reads
     tokens, parents = check_tree_forward(model, tokens, parents, cache)
-    x = model.residual(tokens, cache, tree_placement(parents, len(tokens), cache))
-    return model.norm(x, "ln_f")
+    at = tree_placement(parents, len(tokens), cache)
+    if layers is None:
+        return model.residual(tokens, cache, at)
+    return model.layer_features(tokens, cache, at, layers)
+
+
+def tree_forward_rows(model: GPT, x: np.ndarray, parents, cache: KVCache) -> np.ndarray:
+    # x [T, C] rows already past the embedding (an EAGLE block's fused rows), parents
+    # [P+T] as in tree_hidden -> [T, C] after the model's blocks: the tree pass over rows
+    # instead of tokens, each row attending to the committed slots and its own ancestors
+    # (positions are not read: such a model embeds nothing). Written as temporary slots.
+    parents = np.asarray(parents, dtype=np.int64)
+    if parents.shape != (cache.pending + len(x),):
+        raise ValueError(
+            f"parents must hold one int per temporary slot: the cache's {cache.pending} "
+            f"pending slots and then the {len(x)} new rows, got shape {parents.shape}"
+        )
+    cache.check_room(len(x))
+    at = model.placed(tree_placement(parents, len(x), cache))
+    out = model.blocks(x, cache, at, 0, model.config.n_layer)
+    cache.mark_written_at(at)
+    return out
 
 
 def tree_placement(parents: np.ndarray, T: int, cache: KVCache | None) -> Placement:
@@ -87,6 +116,17 @@ def tree_pass_rows(
     # -> (h [n, C] the final hidden rows of the root and the nodes, m = the catch-up tokens
     # fed, the root included): ONE target forward over [catch-up tokens before the root,
     # root, nodes 1..n-1]; the catch-up chain is an ordinary sequence ending in the root
+    x, m = tree_pass_features(target, cache, context, tree)
+    return target.norm(x[m - 1 :], "ln_f"), m
+
+
+def tree_pass_features(
+    target: GPT, cache: KVCache, context: np.ndarray, tree: Tree, layers=None
+) -> tuple[np.ndarray, int]:
+    # -> (x [m-1+n, F], m): `tree_pass_rows`'s forward stopped before ln_f, every row it fed:
+    # the catch-up tokens before the root (rows 0..m-2), the root (m-1), node a (m-1+a) --
+    # the target cache's slot order, so `kept_slots(m, path)` picks the kept positions'
+    # features. F = C, or the residual streams after the blocks `layers` (tree_features)
     if cache.pending:
         raise ValueError(f"the target cache has {cache.pending} temporary slots; roll back first")
     new = catch_up_tokens(cache, context)  # ends with the root, context[-1]
@@ -95,7 +135,7 @@ def tree_pass_rows(
     m = len(new)
     tokens = np.concatenate([new[:-1], tree.tokens])
     parents = np.concatenate([chain_parents(m), tree.parents[1:] + (m - 1)])
-    return tree_hidden(target, tokens, parents, cache)[m - 1 :], m
+    return tree_features(target, tokens, parents, cache, layers), m
 
 
 def tree_verification_pass(

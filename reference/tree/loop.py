@@ -3,7 +3,9 @@
 1. draft              the drafter builds a Tree of depth <= k
 2. verification pass  ONE target forward over [catch-up tokens, root, nodes 1..n-1]
 3. verify_tree        walk down the accepted children; one more token at the end
-4. compact, commit    the accepted path gathered after the committed slots; roll back
+4. compact, commit    the accepted path gathered after the committed slots; roll back;
+                      a drafter that reads the target's features (its `feature_layers`:
+                      EAGLE) gets those of the kept positions, catch-up then path, in order
 """
 
 from __future__ import annotations
@@ -13,15 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from reference.checks import check_clock
-from reference.drafters import Draft
+from reference.drafters import Draft, drafter_feature_layers
 from reference.kv_cache import KVCache
 from reference.model import GPT
 from reference.records import CacheSpan, Round, SpeculativeResult
 from reference.sampling import SamplingParams
-from reference.speculative import check_loop_inputs, start_run
+from reference.speculative import check_loop_inputs, scored_rows, start_run
 from reference.tree.compaction import compact, kept_slots
 from reference.tree.drafters import TREE_PARTS
-from reference.tree.forward import target_room, tree_verification_pass
+from reference.tree.forward import target_room, tree_pass_features
 from reference.tree.rule import TreeVerification, verify_tree_unchecked
 from reference.tree.shape import Tree, check_tree
 from reference.verification import Verification
@@ -109,7 +111,11 @@ def tree_round(
     if tree.depth > k or tree.n_nodes > target_room(cache, context):
         raise ValueError(f"the drafter's tree exceeds depth {k} or the cache's room")
     clock.mark("draft")
-    p, m, h = tree_verification_pass(target, cache, context, tree, sampling)  # 2.
+    # 2. the verification pass (tree_verification_pass) in its two halves: the target's
+    # features of every row it feeds (the layers an EAGLE drafter reads), then the rows p, h
+    layers = drafter_feature_layers(drafter)
+    x, m = tree_pass_features(target, cache, context, tree, layers)  # [m-1+n, F]
+    p, h = scored_rows(target, x, tree.n_nodes - 1, sampling)  # [n, V], [n, C]: one per node
     clock.mark("target")
     t_written = cache.end
     d_written = draft_cache.end if draft_cache is not None else 0
@@ -126,6 +132,8 @@ def tree_round(
     drafter.commit_path(result.path)
     drafter.rollback()
     drafter.observe(h[result.path[-1] if result.path else 0])  # the row of the last token
+    if layers is not None:  # the kept positions' features, gathered out of tree order
+        drafter.observe_features(x[keep])  # [m + len(path), F]: the target cache's new slots
     return TreeRound(
         tree=tree,
         p=p,

@@ -20,7 +20,13 @@ from specdec.bench import (
     run_bench,
     run_transformers_rows,
 )
-from specdec.cli.inputs import bench_prompts, checkpoint_dirs, load_plain_pair, self_draft_dir
+from specdec.cli.inputs import (
+    bench_prompts,
+    checkpoint_dirs,
+    eagle_dir,
+    load_plain_pair,
+    self_draft_dir,
+)
 from specdec.cli.methods import cmd_methods
 from specdec.cli.options import (
     PROMPT_SETS,
@@ -132,6 +138,8 @@ def cmd_bench(args) -> int:
                 drafter_options={
                     "self_draft_dir": self_draft_dir(args),
                     "tree_widths": tree_widths(args),
+                    "eagle_dir": eagle_dir(args, [args.drafter]),
+                    "eagle_seed": args.seed,
                 },
                 on_point=cell_done,
             )
@@ -216,8 +224,9 @@ def check_bench_options(args) -> tuple[list[int], list[float]]:
     if len(drafters) > 1 and args.tree is not None:
         raise ValueError("--tree shapes one tree drafter; the method table uses each one's own")
     if len(drafters) == 1:
-        check_drafter(drafters[0])
+        check_drafter(drafters[0], args.backend)
         tree_widths(args)
+    eagle_dir(args, drafters)  # EAGLE weights that are missing: refused before any work
     ks = parse_list(args.ks, int, "--ks")
     for k in ks:
         check_k(k, args.max_new_tokens)

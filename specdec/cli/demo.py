@@ -11,7 +11,7 @@ import numpy as np
 from reference.sampling import SamplingParams
 from specdec.bench import AR_DECODE, SPEC_DECODE
 from specdec.choose_k import choose_k
-from specdec.cli.inputs import backend_core, load_pair, load_plain_pair, self_draft_dir
+from specdec.cli.inputs import backend_core, eagle_dir, load_pair, load_plain_pair, self_draft_dir
 from specdec.cli.options import (
     HelpWithDefaults,
     add_model_options,
@@ -20,7 +20,14 @@ from specdec.cli.options import (
     drafter_is_tree,
     tree_widths,
 )
-from specdec.drafting import TREE_WIDTHS, describe_tree, generate_function, make_drafter
+from specdec.drafting import (
+    DYNAMIC_TREE_DRAFTERS,
+    TREE_WIDTHS,
+    describe_tree,
+    drafts_tree,
+    generate_function,
+    make_drafter,
+)
 from specdec.machine import describe_machine
 from specdec.report import (
     COLOUR_LEGEND,
@@ -64,9 +71,10 @@ def add_parser(sub) -> None:
         "-k",
         type=int,
         default=None,
-        help="draft length per round (at most --max-new-tokens); default: chosen on this "
-        "machine from its measured costs and the pair's acceptance (--drafter model), "
-        f"the tree's depth for tree drafters (which refuse -k: --tree sets it), else {DEMO_K}",
+        help="draft length per round (at most --max-new-tokens); eagle-tree: its node budget "
+        "and depth limit; default: chosen on this machine from its measured costs and the "
+        "pair's acceptance (--drafter model), the tree's depth for tree drafters of a fixed "
+        f"shape (which refuse -k: --tree sets it), else {DEMO_K}",
     )
     demo.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     demo.add_argument(
@@ -90,8 +98,9 @@ def add_parser(sub) -> None:
 def cmd_demo(args) -> int:
     # before a model is loaded or a cache allocated (no -k: chosen below, by measurement)
     check_k(1 if args.k is None else args.k, args.max_new_tokens)
-    check_drafter(args.drafter)
+    check_drafter(args.drafter, args.backend)
     tree_widths(args)
+    weights = eagle_dir(args, [args.drafter])  # before a model is loaded: they may be missing
     if args.k is not None and drafter_is_tree(args):
         raise ValueError(
             f"-k is a chain's draft length; --drafter {args.drafter} drafts a tree whose depth "
@@ -116,6 +125,9 @@ def cmd_demo(args) -> int:
         args.min_confidence,
         self_draft_dir(args),
         tree_widths=tree_widths(args),
+        eagle_dir=weights,
+        tree_nodes=eagle_tree_nodes(args),
+        eagle_seed=args.seed,
     )
     print(f"models: {source}")
     print(f"machine: {describe_machine().line()}")
@@ -171,7 +183,9 @@ def cmd_demo(args) -> int:
         "speculative_tps": len(spec.tokens) / spec_clock.total(*SPEC_DECODE),
     }
     print("\nstatistics (one run each, decode phase; `specdec bench` measures properly):")
-    shape = describe_tree(args.drafter, tree_widths(args)) if drafter_is_tree(args) else None
+    shape = None
+    if drafts_tree(args.drafter):
+        shape = describe_tree(args.drafter, tree_widths(args), eagle_tree_nodes(args))
     print(stats_table(spec.stats, timings, tree=shape))
     if sampling.greedy:
         same = "yes" if ar == spec.tokens else "NO"
@@ -190,6 +204,9 @@ def demo_k(args, target, draft, prompt, sampling) -> tuple[int, str]:
     if drafter_is_tree(args):  # -k was refused: the depth comes from the shape
         depth = min(len(tree_widths(args) or TREE_WIDTHS[args.drafter]), args.max_new_tokens)
         return depth, f"k={depth}: the tree's depth (--tree sets it; -k is for chain drafters)"
+    if args.drafter in DYNAMIC_TREE_DRAFTERS:
+        k = eagle_tree_nodes(args)
+        return k, f"k={k}: the dynamic tree's node budget and depth limit (-k sets it)"
     if args.drafter != "model" or args.backend != "cpu":
         return min(DEMO_K, args.max_new_tokens), (
             f"k={min(DEMO_K, args.max_new_tokens)}: the fixed default (-k is chosen by "
@@ -198,6 +215,13 @@ def demo_k(args, target, draft, prompt, sampling) -> tuple[int, str]:
     k_max = min(AUTO_K_MAX, args.max_new_tokens)
     choice = choose_k(target, draft, prompt, sampling, k_max, np.random.default_rng((args.seed, 1)))
     return choice.k, choice.explain()
+
+
+def eagle_tree_nodes(args) -> int | None:
+    # eagle-tree's node budget: its k (-k, else the fixed default), None for other drafters
+    if args.drafter not in DYNAMIC_TREE_DRAFTERS:
+        return None
+    return args.k if args.k is not None else min(DEMO_K, args.max_new_tokens)
 
 
 ESCAPES = {"n": "\n", "t": "\t", "\\": "\\"}

@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 
 import reference
+from reference.eagle import FILES as EAGLE_FILES
 from reference.model import GPT
 from specdec.bench import CODE_PROMPTS, COPY_PROMPTS, TEXT_PROMPTS, held_out_code_prompts
 from specdec.bundled import MODELS_DIR as BUNDLED
 from specdec.bundled import bundled_pair_available
+from specdec.drafting import EAGLE_DIR, EAGLE_DRAFTERS, RANDOM_EAGLE, TRAIN_EAGLE
 from specdec.fast_cpu import fast
 from specdec.standins import random_pair
 from specdec.text import ByteTokenizer, load_text_pair
@@ -82,6 +84,32 @@ def self_draft_dir(args) -> Path | None:
             raise ValueError(f"--self-draft {path}: no such folder")
         return path
     return BUNDLED / "self_draft" if args.target is None and not args.random else None
+
+
+def eagle_dir(args, drafters) -> Path | str | None:
+    # the EAGLE weights of this target, for make_drafter: named (--eagle), the bundled ones
+    # for the bundled pair, random ones with --random, else none (make_drafter then says how
+    # to train them). Checked here, before any model is loaded, when a drafter needs them.
+    if not any(name in EAGLE_DRAFTERS for name in drafters):
+        return None
+    if args.eagle is not None:
+        path = Path(args.eagle)
+        if not path.is_dir():
+            raise ValueError(f"--eagle {path}: no such folder")
+    elif args.random:
+        return RANDOM_EAGLE
+    elif args.target is None:
+        path = EAGLE_DIR
+    else:
+        return None
+    missing = [name for name in EAGLE_FILES if not (path / name).is_file()]
+    if missing:
+        raise ValueError(
+            f"no trained EAGLE drafter in {path} ({' and '.join(missing)} missing): train one "
+            f"on the frozen target with `{TRAIN_EAGLE}` (docs/training.md), or pass --random "
+            "for untrained weights"
+        )
+    return path
 
 
 def backend_core(args):

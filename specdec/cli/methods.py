@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.cli.inputs import bench_prompts, load_pair, self_draft_dir
+from specdec.cli.inputs import bench_prompts, eagle_dir, load_pair, self_draft_dir
 from specdec.cli.options import parse_list, prompt_set_names, write_atomically
 from specdec.costs import measure_costs
 from specdec.machine import describe_machine
@@ -22,7 +22,11 @@ def cmd_methods(args) -> int:
 
     drafters = parse_drafters(args.drafter)
     target, draft, tokenizer, source = load_pair(args)
-    options = {"self_draft_dir": self_draft_dir(args)}
+    options = {
+        "self_draft_dir": self_draft_dir(args),
+        "eagle_dir": eagle_dir(args, drafters),
+        "eagle_seed": args.seed,
+    }
     sets = {}
     for name in prompt_set_names(args, several=True):
         one = argparse.Namespace(**{**vars(args), "prompts": name})

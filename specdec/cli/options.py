@@ -4,10 +4,11 @@ into a value or a one-line error (a ValueError, exit 2) before any work starts."
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 from pathlib import Path
 
-from specdec.drafting import DRAFTERS, TREE_DRAFTERS
+from specdec.drafting import DRAFTERS, DYNAMIC_TREE_DRAFTERS, EAGLE_DRAFTERS, TREE_DRAFTERS
 
 
 class HelpWithDefaults(argparse.ArgumentDefaultsHelpFormatter):
@@ -53,7 +54,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "n-gram drafts from the text so far; hybrid: lookup when it matches, the draft model "
         "otherwise; early-exit: the target's first 2 blocks + a trained exit head; heads: "
         "extra heads on the target's last hidden state; lookup+heads: lookup, else the "
-        "heads. bench also takes a comma list or 'all': the method table (specdec/methods.py)",
+        "heads; eagle: one block extrapolating the target's own features (EAGLE); "
+        "eagle-tree: the same drafter growing a tree by its confidence (EAGLE-2), k = its "
+        "node budget. bench also takes a comma list or 'all': the method table "
+        "(specdec/methods.py)",
     )
     parser.add_argument(
         "--self-draft",
@@ -61,6 +65,13 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         help="exit heads and extra heads trained on this target (specdec/training/train_heads.py); "
         "default: models/self_draft for the bundled pair, none for other checkpoints (early-"
         "exit then exits through the target's own final LayerNorm; heads need them)",
+    )
+    parser.add_argument(
+        "--eagle",
+        metavar="DIR",
+        help="EAGLE weights trained on this target (eagle.safetensors + metadata.json, "
+        "specdec/training/train_eagle.py); default: models/eagle for the bundled pair, "
+        "untrained random ones with --random, none for other checkpoints",
     )
     parser.add_argument(
         "--backend",
@@ -113,20 +124,47 @@ def check_k(k: int, max_new_tokens: int) -> None:
         )
 
 
-def check_drafter(name: str) -> None:
-    # every drafter runs on both backends: the GPU twin has each one's twin (gpu/)
+def check_drafter(name: str, backend: str = "cpu") -> None:
+    # every drafter runs on both backends where the GPU twin has its twin (gpu/)
     if name not in DRAFTERS:
         raise ValueError(f"--drafter {name!r}: demo runs one of {', '.join(DRAFTERS)}")
+    if backend == "gpu" and name in EAGLE_DRAFTERS:
+        missing = [f"{m}.{a}" for m, a in twin_parts(name) if not twin_has(m, a)]
+        if missing:
+            raise ValueError(
+                f"--drafter {name} has no GPU twin yet ({', '.join(missing)} is missing): "
+                "run it with --backend cpu"
+            )
+
+
+def twin_parts(name: str) -> list[tuple[str, str]]:
+    # (module, name) of the twin that an EAGLE drafter needs (specdec/drafting.py reads them)
+    parts = [("gpu.eagle", "EagleDrafter"), ("gpu.weights", "load_eagle")]
+    return parts + ([("gpu.tree", "EagleTreeDrafter")] if name in DYNAMIC_TREE_DRAFTERS else [])
+
+
+def twin_has(module: str, attribute: str) -> bool:
+    # does the twin define this? (imports the twin: only --backend gpu asks)
+    try:
+        return hasattr(importlib.import_module(module), attribute)
+    except ModuleNotFoundError:
+        return False
 
 
 def drafter_is_tree(args) -> bool:
+    # a tree of a fixed shape (--tree): its depth is the shape's, and -k is refused
     return args.drafter in TREE_DRAFTERS
 
 
 def tree_widths(args) -> tuple[int, ...] | None:
-    # --tree "2,1,1,1" -> (2, 1, 1, 1); only with a tree drafter
+    # --tree "2,1,1,1" -> (2, 1, 1, 1); only with a tree drafter of a fixed shape
     if getattr(args, "tree", None) is None:
         return None
+    if args.drafter in DYNAMIC_TREE_DRAFTERS:
+        raise ValueError(
+            f"--tree gives a fixed tree's shape; --drafter {args.drafter} grows its tree by its "
+            "own confidence: -k sets its node budget"
+        )
     if not args.drafter.startswith("tree"):
         raise ValueError(
             "--tree gives a tree's shape: use it with --drafter tree, tree-wide or tree-heads"

@@ -30,7 +30,7 @@ The layers (tests/grader/test_layers.py holds them to this):
         closure.py      what grading imports, for the Gradescope zip
     exercises/      __init__.py: the registry (stdlib only); then one folder per exercise,
                     holding its checks, cases and hints: cache/ sampling/ loop/ speedup/
-                    verify/ lookup/ tree/ callables/
+                    verify/ lookup/ tree/ tree_mask/ callables/ batch/ eagle_align/
     delivery/       how a grade reaches people: cli.py (`specdec grade`), classroom.py
                     (`specdec grade-class`), gradescope.py (the autograder zip and its run)
 

@@ -18,6 +18,10 @@ from reference.config import GPTConfig
 # handed to a submitted loop: the reference's drafter around the draft model; a prompt-lookup
 # submission is wrapped as a Drafter of its own, which proposes a Draft
 from reference.drafters import Draft, Drafter, ModelDrafter
+
+# the eagle_align exercise's real drafter: the reference's, whose catch-up the submission's
+# pairs replace (exercises/eagle_align/round.py), and its random weights
+from reference.eagle import EagleDrafter, init_eagle_params
 from reference.model import GPT, init_params
 
 # the sampling exercise's expected rows, and the SamplingParams a loop is handed
@@ -49,6 +53,7 @@ __all__ = [
     "GPT",
     "Draft",
     "Drafter",
+    "EagleDrafter",
     "GPTConfig",
     "ModelDrafter",
     "SamplingParams",
@@ -56,6 +61,7 @@ __all__ = [
     "Verification",
     "ancestor_mask",
     "expected_tokens_per_round",
+    "init_eagle_params",
     "init_params",
     "kept_slots",
     "noisy_copy",

@@ -4,8 +4,11 @@ Each entry is one small, realistic mistake, written as a function with the signa
 `reference.verification.verify` (the first six) or of `reference.speculative.speculative_generate`
 (the rest). Some of them change the output law; the cache bugs of the draft model do not
 (the draft's q is still the law its tokens came from, so verification stays exact) and show
-only in the law of the accepted count. test_power.py runs each through the same checks and
-thresholds as the real oracle and asserts that it is rejected.
+only in the law of the accepted count, and neither do two of the three EAGLE bugs (a feature
+one position off, predicted features kept in the cache: the drafter reads the wrong thing,
+but only ever committed tokens and its own drafts). test_power.py runs each through the same
+checks and thresholds as the real oracle and asserts that it is rejected; for the EAGLE
+drafters it also holds their q rows against the oracle's, row by row (exact).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 
 import reference.speculative as speculative
 from reference.drafters import Draft, ModelDrafter
+from reference.eagle import EagleDrafter
 from reference.early_exit import EarlyExitDrafter
 from reference.heads import HeadsDrafter
 from reference.kv_cache import KVCache
@@ -261,6 +265,88 @@ class EarlyExitKeepsRejectedKV(EarlyExitDrafter):
         self.cache = cache_like(self.cache, KeepsRejectedSlotKVCache)
 
 
+# Three EAGLE bugs (reference/eagle.py). Only (b) moves the output law: the other two still
+# draft from rows that depend on committed tokens and earlier drafts alone, and report the very
+# q each draft was drawn from, so verification keeps the target's law whatever they read. What
+# they change is q itself, and so the acceptance: the oracle sees them in the law of the
+# accepted counts (whose exact law EagleProposals computes from the right alignment), and
+# exactly in its row check (self_drafting.eagle_row_deviation).
+
+
+class EagleTokensNotShifted(EagleDrafter):
+    """(a) The feature one position off, the way ports of EAGLE get it wrong: the feature
+    stream and the token stream zipped at the same index, [e(x(t)); f(t)], i.e. e(x(t+1))
+    fused with f(t+1) instead of f(t) (the other off-by-one, f(t-1), is rarer: it needs a
+    shift too many, where this one is a shift forgotten). EAGLE's own drafter drops the first
+    input id before fusing, because f(t) already encodes x(t): the token it must be told is
+    x(t+1), the one sampled from f(t)'s row, which no feature yet knows. Zipped, each row
+    repeats what its feature knows and every q misses the token just before it (q1 the last
+    committed token, q2 the first draft): the drafter is back to what extra heads see.
+    The output law stays the target's (q depends only on committed tokens and earlier
+    drafts, and is the law each draft was drawn from), so no token law can see this bug; the
+    acceptance can: the oracle's exact law of round 1's accepted count assumes the aligned
+    drafter, and so does its row check (q against EagleProposals' rows, which fuse f(t)
+    from a plain forward of the target with x(t+1)). Fix: fuse context[t + 1] with f(t)."""
+
+    def prefill(self, tokens) -> None:
+        self._behind = int(tokens[0]) if len(tokens) else 0  # the token one behind
+        super().prefill(tokens)
+
+    def propose(self, context, k, sampling, rng) -> Draft:
+        # the catch-up starts at the first uncached position: it feeds x(t) there, not x(t+1)
+        self._behind = int(context[min(self.cache.length, len(context) - 1)])
+        return super().propose(context, k, sampling, rng)
+
+    def fuse(self, tokens: np.ndarray, f: np.ndarray) -> np.ndarray:
+        # tokens [T] (meant: x(t+1)) -> the bug feeds x(t): every token one step late
+        late = np.concatenate([[self._behind], tokens[:-1]]).astype(np.int64)
+        self._behind = int(tokens[-1])
+        return super().fuse(late, f)
+
+
+class EagleQAtTemperatureOne(EagleDrafter):
+    """(b) q computed at T = 1 while the tokens are drafted at T: each draft is drawn from
+    softmax(logits / T) (with top-k / top-p) but the row handed to verify is softmax(logits)
+    with the same top-k / top-p, as when a drafter keeps the plain softmax it uses to rank
+    its candidates. verify's min(1, p/q) then corrects the wrong q, and the output law is
+    biased: the first emitted token already follows neither p nor q. q must be the law the
+    draft was drawn from: the rows of `probabilities(logits, sampling)` it sampled, never
+    recomputed with other settings. (At T = 1 the two coincide and the bug is invisible.)"""
+
+    def propose(self, context, k, sampling, rng) -> Draft:
+        self._f_hat: list[np.ndarray] = []  # each row's predicted feature, in order
+        draft = super().propose(context, k, sampling, rng)
+        if not self._f_hat:
+            return draft
+        plain = replace(sampling, temperature=1.0)
+        q = np.stack([EagleDrafter.q_row(self, f, plain) for f in self._f_hat])
+        return Draft(draft.tokens, q.astype(np.float32))
+
+    def q_row(self, f_hat: np.ndarray, sampling: SamplingParams) -> np.ndarray:
+        self._f_hat.append(f_hat.copy())  # the draft is drawn from this row (at T) ...
+        return super().q_row(f_hat, sampling)  # ... and the one reported is recomputed at 1
+
+
+class EagleKeepsDraftFeatures(EagleDrafter):
+    """(c) Features not rolled back: commit(n) keeps the accepted drafts' rows in the
+    drafter's cache, as a draft model's cache rightly does. But an EAGLE draft row was fed
+    the drafter's own predicted feature f^, not the target's f; those slots must be dropped
+    with the rejected ones and rebuilt from the true features that arrive after the round
+    (observe_features), as EAGLE does by keeping its stable cache from before the draft
+    steps. Kept, they stay in every later row's attention and the true features of those
+    positions are never fed. Silent for the output law (q is still the law each draft was
+    drawn from, and depends on committed tokens and earlier drafts only), loud in the
+    acceptance after a round that kept a draft: the oracle's exact law of round 2's
+    accepted count, and its row check from round 2 on. It breaks the drafter's KV invariant:
+    the committed slots must equal a fresh prefill of the same (true feature, token)
+    history. (Keeping the rejected drafts' rows as well would not stay silent: the next
+    catch-up finds nothing left to feed and raises.)"""
+
+    def commit(self, n_accepted: int) -> None:
+        # the bug: the catch-up rows and the accepted drafts' rows (fed predicted features)
+        self.cache.commit(min(self._fed_context + n_accepted, self.cache.pending))
+
+
 # --------------------------------------------------------------------------------------------
 # Broken loops: the signature of speculative_generate
 # --------------------------------------------------------------------------------------------
@@ -296,10 +382,24 @@ def with_hybrid(cls: type[HybridDrafter]) -> Callable:
     return generate
 
 
+def eagle_like(cls: type[EagleDrafter], drafter: EagleDrafter) -> EagleDrafter:
+    # a broken EAGLE drafter with the parts of `drafter`: its fusion layer, its block and,
+    # for EAGLE-3, its feature layers and their reduction
+    params = {"fc.weight": drafter.w, "fc.bias": drafter.b}
+    params |= {n: w for n, w in drafter.block_model.params.items() if n.startswith("h.")}
+    reduce = getattr(drafter, "reduce", None)
+    if reduce is not None:
+        params |= {"reduce.weight": reduce[0], "reduce.bias": reduce[1]}
+    layers = getattr(drafter, "feature_layers", None)
+    return cls(drafter.target, params, **({} if layers is None else {"feature_layers": layers}))
+
+
 def with_self_drafter(cls: type) -> Callable:
-    # the setup's early-exit or heads drafter replaced by a broken one with the same parts
+    # the setup's early-exit, heads or EAGLE drafter replaced by a broken one with its parts
     def generate(target, drafter, prompt, **kwargs):
-        if isinstance(drafter, EarlyExitDrafter):
+        if isinstance(drafter, EagleDrafter):
+            broken = eagle_like(cls, drafter)
+        elif isinstance(drafter, EarlyExitDrafter):
             head = {
                 "exit.ln.weight": drafter.model.params["ln_f.weight"],
                 "exit.ln.bias": drafter.model.params["ln_f.bias"],
@@ -487,6 +587,36 @@ CATALOGUE += [
         "exit_t1_k2:tokens",
         2000,
     ),
+    # EAGLE: (b) moves the token law; (a) and (c) keep it and move the acceptance only, so
+    # they are caught by the accepted-count laws, as the draft model's silent cache bugs are
+    broken_loop(
+        "eagle_feature_one_position_off",
+        EagleTokensNotShifted.__doc__,
+        with_self_drafter(EagleTokensNotShifted),
+        "eagle_t1_k3:round1",
+        1000,
+    ),
+    broken_loop(
+        "eagle_q_at_temperature_one",
+        EagleQAtTemperatureOne.__doc__,
+        with_self_drafter(EagleQAtTemperatureOne),
+        "eagle_topk_k2_eos:tokens",
+        2000,
+    ),
+    broken_loop(
+        "eagle_keeps_draft_features",
+        EagleKeepsDraftFeatures.__doc__,
+        with_self_drafter(EagleKeepsDraftFeatures),
+        "eagle_t1_k3:round2",
+        1000,
+    ),
 ]
 
 VARIANTS: dict[str, Variant] = {variant.name: variant for variant in CATALOGUE}
+# the broken EAGLE drafters by catalogue name: test_power.py also holds their q rows against
+# the oracle's (self_drafting.eagle_row_deviation), the check that sees every one of them
+EAGLE_DRAFTERS: dict[str, type[EagleDrafter]] = {
+    "eagle_feature_one_position_off": EagleTokensNotShifted,
+    "eagle_q_at_temperature_one": EagleQAtTemperatureOne,
+    "eagle_keeps_draft_features": EagleKeepsDraftFeatures,
+}

@@ -1,4 +1,4 @@
-"""The oracle's view of drafters made of the target itself: early exit and extra heads.
+"""The oracle's view of drafters made of the target itself: early exit, extra heads, EAGLE.
 
 What the exact laws enumerate is written here from the definitions, not imported from
 reference/early_exit.py or reference/heads.py:
@@ -33,11 +33,22 @@ from reference.early_exit import EarlyExitDrafter
 from reference.heads import HeadsDrafter
 from reference.model import GPT, causal_placement
 from reference.sampling import SamplingParams, probabilities
+from reference.speculative import prefill, speculative_round
 from specdec.oracle.laws import LoopSetup, decision_margin
 from specdec.standins import random_exit_head, random_heads
 
 # two blocks, so that an exit after block 0 leaves one block to the verification pass
 SELF_TARGET = (16, 2, 2, 0.9, 41)
+# The EAGLE stand-in (init_eagle_params, std 0.5) with two of its weights scaled, so that q
+# reads all three of its inputs, as a trained drafter does. The target's features are about
+# 35 times its embeddings in size (mean |f| ~ 22 here against 0.65): a random fusion would
+# read the feature alone and ignore the token just sampled, which is the one thing EAGLE adds
+# to extra heads. And the block's attention adds little next to the fused row it is added
+# to, so q would hardly depend on the rows in the drafter's cache. Scaled, a token one
+# position off and a cache that keeps the wrong rows each move q (and so the acceptance)
+# enough for the sampled family to see with its 4 000 runs.
+EAGLE_TOKEN_GAIN = 30.0  # on the embedding half of the fusion W (its first C rows)
+EAGLE_ATTENTION_GAIN = 30.0  # on the block's attention output projection
 
 
 @cache
@@ -167,6 +178,30 @@ class EagleProposals:
                 yield from self.extend(g_next, drafts + (x,), [*rows, q], w * float(q[x]), k)
 
 
+def eagle_row_deviation(setup, drafter, rounds: int = 3, seed: int = 7) -> float:
+    """The feature-alignment check, exact: run `rounds` real rounds of `drafter` (an EAGLE
+    drafter built on `setup`'s target and weights) from the setup's prompt and return the
+    largest |q - q_oracle| over every draft row, q_oracle being EagleProposals' row for the
+    same context and drafts (its features from a plain forward of the target). Float32
+    rounding (< 1e-5) for a drafter that fuses and caches as the definition says; inf when
+    it drafts a token the oracle's row gives probability 0."""
+    target, oracle = setup.target_model(), setup.draft_law(setup.sampling)
+    context = np.asarray(setup.prompt, dtype=np.int64)
+    cache, rng = target.new_cache(), np.random.default_rng(seed)
+    prefill(target, cache, drafter, context)
+    worst = 0.0
+    for _ in range(rounds):
+        rnd = speculative_round(target, cache, drafter, context, setup.k, setup.sampling, rng)
+        drafts = tuple(int(x) for x in rnd.draft.tokens)
+        rows = {d: Q for d, Q, _ in oracle.outcomes(tuple(int(t) for t in context), setup.k)}
+        if drafts not in rows:
+            return math.inf
+        expected = rows[drafts] if drafts else np.zeros((0, setup.n_vocab))
+        worst = max(worst, float(np.max(np.abs(rnd.draft.q - expected), initial=0.0)))
+        context = np.concatenate([context, rnd.verification.emitted(rnd.draft.tokens)])
+    return worst
+
+
 @dataclass(frozen=True)
 class SelfDraftSetup(LoopSetup):
     """A loop setup whose drafter is the target's own: an exit after `exit_layer` blocks,
@@ -179,9 +214,12 @@ class SelfDraftSetup(LoopSetup):
     eagle: bool = False
 
     def eagle_params(self) -> dict:
-        return init_eagle_params(
-            self.target_model().config, np.random.default_rng(self.part_seed), std=0.5
-        )
+        cfg = self.target_model().config
+        params = init_eagle_params(cfg, np.random.default_rng(self.part_seed), std=0.5)
+        C = cfg.n_embd
+        params["fc.weight"][:C] *= EAGLE_TOKEN_GAIN  # the rows that read e(x(t+1))
+        params["h.0.attn.c_proj.weight"] *= EAGLE_ATTENTION_GAIN
+        return params
 
     def exit_head(self) -> dict:
         return random_exit_head(self.target[0], self.part_seed)
@@ -240,7 +278,9 @@ def self_setup(
 
 # The sampled family (real loop, chi-square, Holm): prompts, EOS ids and seeds picked with
 # `loop_laws` so that every accepted count of round 1 has real mass and every top-k / top-p
-# / argmax choice is at least 3e-3 from a tie (test_self_drafting_law.py checks both).
+# / argmax choice is at least 3e-3 from a tie (test_self_drafting_law.py checks both); the
+# EAGLE ones also so that each broken EAGLE drafter of broken.py is caught there with at most
+# half the runs (its exact law of round 1, its bias at T = 0.5 computed before sampling).
 SELF_DRAFT_SETUPS = {
     s.name: s
     for s in [
@@ -279,6 +319,34 @@ SELF_DRAFT_SETUPS = {
             eos_id=2,
             n=4_000,
             seed=304,
+        ),
+        # EAGLE, plain sampling, k = 3: round 1 keeps at least one draft with probability
+        # 0.93, so round 2 mostly starts from positions whose true features arrived after the
+        # round (the catch-up of features, where a cache that kept the draft rows goes wrong)
+        self_setup(
+            "eagle_t1_k3",
+            SamplingParams(1.0),
+            3,
+            5,
+            (3, 0),
+            eagle=True,
+            n=4_000,
+            seed=305,
+            part_seed=2,
+        ),
+        # EAGLE at T = 0.5 with top-k 3 and EOS: low enough a temperature that q at T and at
+        # T = 1 differ widely (a drafter that reports the latter is biased here)
+        self_setup(
+            "eagle_topk_k2_eos",
+            SamplingParams(0.5, top_k=3),
+            2,
+            5,
+            (1, 3),
+            eagle=True,
+            eos_id=0,
+            n=4_000,
+            seed=306,
+            part_seed=2,
         ),
     ]
 }

@@ -141,10 +141,12 @@ def test_lookup_sample_sizes_give_the_stated_power():
 
 
 def test_self_drafting_sample_sizes_give_the_stated_power():
-    """docs/oracle.md's claim for the self-drafting family (m = 12, n = 4 000 runs per
-    setup): w <= 0.091 for the accepted-count laws and <= 0.145 for the token laws."""
+    """docs/oracle.md's claim for the self-drafting family (m = 18 with EAGLE's six, n =
+    4 000 runs per setup): w <= 0.093 for the accepted-count laws and <= 0.145 for the token
+    laws (0.091 and 0.145 when the family had 12 members: Holm's strictest threshold is
+    alpha / m)."""
     for name, law, n in loop_check_laws(SELF_DRAFT_SETUPS):
         df = len(merge_cells(law, n)) - 1
         if df >= 1:
-            bound = 0.145 if name.endswith(":tokens") else 0.091
+            bound = 0.145 if name.endswith(":tokens") else 0.093
             assert detectable_effect(n, df, ALPHA / len(SELF_DRAFT_MEMBERS)) <= bound, name

@@ -13,7 +13,17 @@ import pytest
 
 from .zips import autograde, build_zip, check_full_marks_and_zero, requirements_of
 
-QUICK = ("cache", "sampling", "speedup", "lookup", "callables", "tree", "tree_mask", "batch")
+QUICK = (
+    "cache",
+    "sampling",
+    "speedup",
+    "lookup",
+    "callables",
+    "tree",
+    "tree_mask",
+    "batch",
+    "eagle_align",
+)
 
 
 @pytest.mark.parametrize("kind", QUICK)

@@ -14,7 +14,7 @@ from specdec.bundled import DRAFT_DIR, MODELS_DIR, TARGET_DIR, load_bundled_pair
 
 def test_shipped_weights_stay_small():
     total = sum(p.stat().st_size for p in MODELS_DIR.rglob("*") if p.is_file())
-    assert total < 25 * 2**20, f"models/ holds {total / 2**20:.1f} MiB; the limit is 25 MiB"
+    assert total < 32 * 2**20, f"models/ holds {total / 2**20:.1f} MiB; the limit is 32 MiB"
 
 
 def test_metadata_records_how_the_weights_were_made():

@@ -34,6 +34,7 @@ EXPECTED = [
     "11_tree_drafts",
     "12_the_gpu_twin",
     "13_ragged_batches",
+    "14_drafting_from_features",
 ]
 
 

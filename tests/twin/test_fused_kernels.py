@@ -252,6 +252,49 @@ def test_a_twin_running_the_kernels_emits_the_references_tokens(kernels_in_the_e
     assert list(ours.tokens) == list(theirs.tokens)
 
 
+def test_an_eagle_twin_running_the_kernels_drafts_the_references_rows(kernels_in_the_emulator):
+    """EAGLE's steps through the kernels: the fusion's linear, the one-block model's fused
+    block over a sequence (the chain) and over a tree placement of its own cache (EAGLE-2),
+    the reduction (EAGLE-3), the output layer and the draws: the reference's tokens, q rows
+    and trees."""
+    import gpu
+    import reference
+    from reference.config import GPTConfig
+    from reference.eagle import init_eagle_params
+    from reference.model import GPT, init_params
+
+    cfg = GPTConfig(n_vocab=40, n_ctx=32, n_embd=32, n_head=2, n_layer=2)
+    target = GPT(cfg, init_params(cfg, np.random.default_rng(0), std=0.3))
+    twin = gpu.GPT(cfg, target.params)
+    prompt = np.array([3, 1, 4, 1, 5], dtype=np.int64)
+    for layers in (None, (1, 2)):
+        params = init_eagle_params(cfg, np.random.default_rng(2), 0.3, layers)
+        kw = dict(k=3, max_new_tokens=8, sampling=GREEDY, trace=True)
+        ours = gpu.speculative_generate(
+            twin, gpu.EagleDrafter(twin, params, layers), prompt, rng=np.random.default_rng(1), **kw
+        )
+        theirs = reference.speculative_generate(
+            target, reference.EagleDrafter(target, params, layers), prompt,
+            rng=np.random.default_rng(1), **kw,
+        )  # fmt: skip
+        assert list(ours.tokens) == list(theirs.tokens)
+        for a, b in zip(ours.trace, theirs.trace, strict=True):
+            np.testing.assert_allclose(a.q_rows, b.q_rows, atol=1e-4)
+
+        def tree(core, model, params=params, layers=layers):
+            return core.EagleTreeDrafter(core.EagleDrafter(model, params, layers), 8, 3, 3)
+
+        kw = dict(max_new_tokens=8, sampling=GREEDY, trace=True)
+        ours = gpu.tree.tree_speculative_generate(
+            twin, tree(gpu, twin), prompt, rng=np.random.default_rng(1), **kw
+        )
+        theirs = reference.tree.tree_speculative_generate(
+            target, tree(reference, target), prompt, rng=np.random.default_rng(1), **kw
+        )
+        assert list(ours.tokens) == list(theirs.tokens)
+        assert ours.stats.nodes == theirs.stats.nodes
+
+
 def test_the_kernel_mode_is_read_at_each_call_not_when_a_model_is_built(kernels_in_the_emulator):
     """Kernels on or off is decided at every fused call: a twin built with them on, then run
     with them off, gives what a twin built with them off gives, and the other way round --

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import gpu
 from gpu.drafters import TWIN_MAKERS
-from reference import drafters, early_exit, heads, lookup
+from reference import drafters, eagle, early_exit, heads, lookup
 from reference.tree import drafters as tree_drafters
+from reference.tree import eagle as tree_eagle
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU, REFERENCE = ROOT / "gpu", ROOT / "reference"
@@ -53,8 +54,10 @@ def test_every_reference_drafter_has_a_registered_twin():
     assert set(TWIN_MAKERS) == {
         drafters.ModelDrafter,
         early_exit.EarlyExitDrafter,
+        eagle.EagleDrafter,
         heads.HeadsDrafter,
         lookup.HybridDrafter,
         tree_drafters.ModelTreeDrafter,
         tree_drafters.HeadsTreeDrafter,
+        tree_eagle.EagleTreeDrafter,
     }

@@ -26,17 +26,9 @@ def public_methods(cls) -> dict[str, list[tuple]]:
     }
 
 
-# core names the twin does not have yet, each with its reason (the twin refuses them clearly)
-NOT_TWINNED = {
-    "EagleDrafter": "issue 32, step 1: the EAGLE drafter is reference-only until the twin's "
-    "rounds hand over the target's pre-norm features (gpu.drafters.refuse_feature_readers)",
-}
-TWINNED = [name for name in reference.__all__ if name not in NOT_TWINNED]
-
-
 def test_the_twin_exports_every_public_name_of_the_core():
-    assert sorted(gpu.__all__) == sorted(TWINNED)
-    assert set(NOT_TWINNED) <= set(reference.__all__), "an exemption for a name the core lacks"
+    """Every one: no core name is exempt (EAGLE, the last one, is twinned too)."""
+    assert sorted(gpu.__all__) == sorted(reference.__all__)
 
 
 def assert_same_interface(ours, theirs, name: str) -> None:
@@ -53,12 +45,13 @@ def assert_same_interface(ours, theirs, name: str) -> None:
 
 
 def test_every_function_and_method_has_the_cores_signature():
-    for name in TWINNED:
+    for name in reference.__all__:
         assert_same_interface(getattr(gpu, name), getattr(reference, name), name)
 
 
 # what the loop, the lab and the oracle use of reference.tree: the twin's gpu.tree has them
 TREE_NAMES = (
+    "EagleTreeDrafter",
     "HeadsTreeDrafter",
     "ModelTreeDrafter",
     "tree_round",
@@ -75,7 +68,7 @@ def test_the_twins_tree_module_has_the_tree_loops_names_and_signatures():
         ours, theirs = getattr(gpu.tree, name), getattr(reference_tree, name)
         assert ours is not theirs, name
         assert_same_interface(ours, theirs, f"tree.{name}")
-    for name in ("ModelTreeDrafter", "HeadsTreeDrafter"):
+    for name in ("ModelTreeDrafter", "HeadsTreeDrafter", "EagleTreeDrafter"):
         assert issubclass(getattr(gpu.tree, name), getattr(reference_tree, name))
 
 
@@ -107,19 +100,3 @@ def test_each_twin_file_opens_by_saying_what_differs():
             assert "differs from reference/" in doc, f"gpu/{path.name} does not say what differs"
         else:
             assert doc, f"gpu/{path.name} has no docstring"
-
-
-def test_the_twin_refuses_a_drafter_that_reads_the_targets_features():
-    """NOT_TWINNED's EagleDrafter: handed to a twin loop, it is refused before any round,
-    saying why, instead of drafting from features the twin never hands over."""
-    import numpy as np
-    import pytest
-
-    import gpu.drafters
-    from reference.eagle import init_eagle_params
-
-    cfg = reference.GPTConfig(n_vocab=8, n_ctx=16, n_embd=8, n_head=2, n_layer=1)
-    target = reference.GPT(cfg, reference.init_params(cfg, np.random.default_rng(0)))
-    drafter = reference.EagleDrafter(target, init_eagle_params(cfg, np.random.default_rng(1)))
-    with pytest.raises(TypeError, match="issue 32.*reference loop"):
-        gpu.drafters.as_twin_drafter(drafter)

@@ -97,6 +97,7 @@ def test_demo_on_the_gpu_twin_says_where_it_ran_and_stays_exact(capsys):
 # every drafter but the draft model (the test above): the self-drafting ones and the trees
 # use the bundled pair's trained parts
 GPU_DRAFTERS = ["lookup", "hybrid", "early-exit", "heads", "lookup+heads", "tree", "tree-heads"]
+GPU_DRAFTERS += ["eagle", "eagle-tree"]  # models/eagle: the EAGLE weights trained on the target
 
 
 @pytest.mark.parametrize("drafter", GPU_DRAFTERS)
@@ -127,10 +128,21 @@ def test_bench_on_the_gpu_twin_runs_a_tree_drafter(tmp_path, capsys):
     assert (settings["drafter"], settings["tree"]) == ("tree", "2,1")
 
 
-@pytest.mark.parametrize("drafter", ["lookup", "hybrid"])
+@pytest.mark.parametrize("drafter", ["lookup", "hybrid", "eagle", "eagle-tree"])
 def test_demo_with_a_drafter_without_a_second_model_stays_exact(drafter, capsys):
     args = ["demo", "--drafter", drafter, "--max-new-tokens", "24", "--no-colour"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert f"drafter: {drafter}" in out
+    assert "identical to autoregressive output: yes" in out
+
+
+@pytest.mark.parametrize("drafter", ["eagle", "eagle-tree"])
+def test_demo_runs_eagle_on_the_gpu_twin_and_stays_exact(drafter, capsys):
+    """--random: untrained EAGLE weights; the twin (gpu/eagle.py, gpu.tree's EagleTreeDrafter)
+    emits the reference's tokens at greedy."""
+    argv = ["demo", "--random", "--backend", "gpu", "--drafter", drafter, "-k", "3"]
+    assert main(argv + ["--max-new-tokens", "12", "--no-colour", "--show-rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert f"drafter: {drafter}" in out and "backend: gpu twin:" in out
     assert "identical to autoregressive output: yes" in out

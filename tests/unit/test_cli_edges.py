@@ -6,6 +6,7 @@ are measured; the demo's statistics say what they count."""
 from __future__ import annotations
 
 import argparse
+import json
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from reference import GPT, GPTConfig, init_params
 from reference.speculative import SpeculativeStats
 from reference.weights import save_gpt2
-from specdec.cli import bench, build_parser, demo, main, methods
+from specdec.cli import bench, build_parser, demo, main, methods, options
 from specdec.cli.demo import unescape
 from specdec.report import MARKS, render_marked, stats_table
 
@@ -470,3 +471,84 @@ def test_the_demo_reports_a_tree_by_depth_and_nodes_not_as_a_chain(capsys):
     for chain_only in ("draft length k", "per-position acceptance", "full rounds (all"):
         assert chain_only not in out, chain_only
     assert "accepted path length per round" in rows and "alpha (accepted/examined depths)" in rows
+
+
+# ---------------------------------------------------------------- EAGLE
+
+
+def test_demo_runs_eagle_on_random_weights(capsys):
+    """--random: untrained EAGLE weights for the random target; exact all the same."""
+    argv = ["demo", "--random", "--drafter", "eagle", "-k", "3", "--max-new-tokens", "12"]
+    assert main(argv + ["--no-colour", "--show-rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "drafter: eagle" in out and "sampling: greedy, k=3," in out
+    assert "per-position acceptance 1..k" in out and "mean tokens per round" in out
+    assert "identical to autoregressive output: yes" in out
+
+
+@pytest.mark.parametrize(("k", "said"), [(["-k", "3"], "k=3"), ([], "k=4")])
+def test_demo_runs_the_eagle_tree_with_k_as_its_node_budget(capsys, k, said):
+    argv = ["demo", "--random", "--drafter", "eagle-tree", "--max-new-tokens", "16"] + k
+    assert main(argv + ["--no-colour", "--show-rounds", "1", "--temperature", "0.8"]) == 0
+    out = capsys.readouterr().out
+    nodes = int(said.removeprefix("k="))
+    assert f"sampling: T=0.8, {said}," in out
+    if not k:  # the default, and where it came from
+        assert f"{said}: the dynamic tree's node budget and depth limit" in out
+    table = out.split("\nstatistics (", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    rows = dict((part.strip() for part in line.strip().split("  ", 1)) for line in table)
+    assert rows["tree shape"].startswith(f"dynamic (EAGLE-2): the {nodes} likeliest candidates")
+    assert 0 < float(rows["nodes verified per round"].split()[0]) <= nodes
+    assert len(rows["per-depth acceptance 1..k"].split("  ")[0].split()) == nodes
+
+
+def test_bench_reports_eagles_tokens_per_round_and_alpha_by_position(capsys, tmp_path):
+    argv = BENCH + ["--out", str(tmp_path), "--drafter", "eagle", "--ks", "1,2"]
+    assert main(argv) == 0
+    report = (tmp_path / "bench.md").read_text()
+    assert "Drafter: eagle" in report and "alpha by position 1..k" in report
+    points = json.loads((tmp_path / "bench.json").read_text())["points"]
+    assert [len(p["alpha_by_position"]) for p in points] == [1, 2]
+    assert all(p["tokens_per_round"] >= 1 for p in points)
+
+
+def test_the_method_table_sets_eagle_against_its_tree_at_equal_nodes(capsys, tmp_path):
+    out = tmp_path / "o"
+    assert main(BENCH + ["--drafter", "model,eagle,eagle-tree", "--out", str(out)]) == 0
+    text = (out / "methods.md").read_text()
+    for words in (
+        "| model |",
+        "| eagle |",
+        "| eagle-tree |",
+        "at equal nodes",
+        "| eagle / eagle-tree |",
+    ):
+        assert words in text, words
+
+
+@pytest.mark.parametrize("command", ["demo", "bench"])
+@pytest.mark.parametrize("drafter", ["eagle", "eagle-tree"])
+def test_eagle_without_trained_weights_says_how_to_train_them(
+    capsys, tmp_path, no_work, command, drafter
+):
+    """A folder without the drafter's files: refused before any model is loaded, naming the
+    training command; a folder that is not there, by name."""
+    argv = ["demo", "--random"] if command == "demo" else BENCH + ["--out", str(tmp_path / "o")]
+    argv += ["--drafter", drafter]
+    refused(capsys, argv + ["--eagle", str(tmp_path)], "python -m specdec.training.train_eagle")
+    refused(capsys, argv + ["--eagle", str(tmp_path / "nope")], "--eagle", "no such folder")
+
+
+def test_the_eagle_tree_refuses_a_fixed_shape(capsys, no_work):
+    argv = ["demo", "--random", "--drafter", "eagle-tree", "--tree", "2,1"]
+    refused(capsys, argv, "--tree", "own confidence", "-k sets its node budget")
+
+
+@pytest.mark.parametrize("drafter", ["eagle", "eagle-tree"])
+def test_eagle_without_a_twin_is_refused_on_the_gpu_backend(
+    capsys, tmp_path, no_work, monkeypatch, drafter
+):
+    monkeypatch.setattr(options, "twin_has", lambda module, name: False)
+    refused(capsys, ["demo", "--random", "--backend", "gpu", "--drafter", drafter], "no GPU twin")
+    argv = BENCH + ["--out", str(tmp_path / "o"), "--backend", "gpu", "--drafter", drafter]
+    refused(capsys, argv, "no GPU twin", "--backend cpu")

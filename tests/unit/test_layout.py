@@ -98,7 +98,7 @@ def test_the_core_holds_only_core_files():
     }
     assert {p.stem for p in CORE.glob("*.py")} | {"tree"} == expected
     # trees are a package of one module per concern (issue 20: no 875-line file)
-    tree_parts = {"__init__", "shape", "forward", "rule", "compaction", "drafters", "loop"}
+    tree_parts = {"__init__", "shape", "forward", "rule", "compaction", "drafters", "loop", "eagle"}
     assert {p.stem for p in (CORE / "tree").glob("*.py")} == tree_parts
     assert {p.name for p in CORE.iterdir() if p.is_dir() and p.name != "__pycache__"} == {"tree"}
 

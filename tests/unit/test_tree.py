@@ -190,6 +190,29 @@ def test_every_node_row_equals_the_plain_sequence_to_it(model, widths):
     node_rows_match_plain_forward(model, context, tree, str(widths))
 
 
+@pytest.mark.parametrize("layers", [None, (2,), (1, 2)])
+def test_the_pass_features_of_the_kept_slots_are_the_plain_forwards(model, layers):
+    """tree_pass_features (what the tree loop hands an EAGLE drafter): row m-1+a is node a's
+    feature, the catch-up rows come first, so x[kept_slots(m, path)] is the plain uncached
+    forward's features of the committed tokens and the path, every layer asked for; its
+    top columns are what tree_pass_rows norms."""
+    context = np.array([5, 3, 8, 2, 11])
+    tree = random_tree((2, 2), np.random.default_rng(4))
+    tree = Tree(np.concatenate([[11], tree.tokens[1:]]), tree.parents, tree.q, tree.draws)
+    cache = prefill_cache(model, context[:-3])  # three catch-up tokens, the root the last
+    x, m = tree_mod.tree_pass_features(model, cache, context, tree, layers)
+    F = 16 * (1 if layers is None else len(layers))
+    assert m == 3 and x.shape == (m - 1 + tree.n_nodes, F)
+    for leaf in (3, 6):
+        path = [int(tree.parents[leaf]), leaf]
+        want = model.layer_features(
+            np.concatenate([context, tree.path_tokens(path)]), layers=layers
+        )[len(context) - m :]
+        assert_close_scaled(x[kept_slots(m, path)], want, f"path {path}")
+    h, _ = tree_mod.tree_pass_rows(model, prefill_cache(model, context[:-3]), context, tree)
+    assert_close_scaled(h, model.norm(x[m - 1 :, -16:], "ln_f"), "the rows scored")
+
+
 def test_the_check_catches_a_sibling_visible_mask_and_index_positions(model, monkeypatch):
     """The comparison above fails on the two classic mistakes: a mask that lets a node see
     its earlier siblings, and position ids taken from the node's index instead of depth."""

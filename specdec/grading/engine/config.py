@@ -44,6 +44,8 @@ DEFAULT_WEIGHTS = {
     "batch-positions": FamilySetting(3.0),
     "batch-mask": FamilySetting(5.0),
     "batch-writes": FamilySetting(2.0),
+    "eagle-pairs": FamilySetting(7.0),
+    "eagle-round": FamilySetting(3.0),
 }
 
 

@@ -29,6 +29,8 @@ FAILED_VERDICT = {
     "batch-positions": "some row's positions are not start + i, or padding's not 0 (see below)",
     "batch-mask": "your mask lets a row see a slot it must not, or hides one (see below)",
     "batch-writes": "some row writes slots other than its real tokens' (see below)",
+    "eagle-pairs": "some pair is not (x(t + 1), f(t)), or a cached one is fed again (see below)",
+    "eagle-round": "inside a real EAGLE drafter your pairs build another cache (see below)",
 }
 
 

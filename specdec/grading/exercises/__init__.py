@@ -156,6 +156,16 @@ EXERCISES: tuple[Exercise, ...] = (
         ("batch-positions", "batch-mask", "batch-writes"),
         "specdec.grading.exercises.batch.checks:batch_families",
     ),
+    Exercise(
+        "eagle_align",
+        "an EAGLE drafter's catch-up: which token goes with which feature, and what is cached",
+        "catch_up_pairs",
+        "my_eagle_align.py",
+        "eagle_align_solution.py",
+        "14_drafting_from_features",
+        ("eagle-pairs", "eagle-round"),
+        "specdec.grading.exercises.eagle_align.checks:eagle_align_families",
+    ),
 )
 
 BY_KIND = {e.kind: e for e in EXERCISES}
@@ -193,10 +203,11 @@ def revise_of(kind: str) -> Callable | None:
 def listing() -> str:
     """What `specdec grade --list` prints: every exercise, its skeleton and its command."""
     lines = ["The exercises, in the order of the notebooks (grade one: specdec grade SPEC):", ""]
+    w = max(len(e.kind) for e in EXERCISES)
     for e in EXERCISES:
         lines += [
-            f"  {e.kind:<9} {e.idea}",
-            f"  {'':<9} skeleton {e.spec()}  (notebook {e.notebook})",
-            f"  {'':<9} families {', '.join(e.families)}",
+            f"  {e.kind:<{w}} {e.idea}",
+            f"  {'':<{w}} skeleton {e.spec()}  (notebook {e.notebook})",
+            f"  {'':<{w}} families {', '.join(e.families)}",
         ]
     return "\n".join(lines)

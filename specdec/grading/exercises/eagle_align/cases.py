@@ -1,0 +1,282 @@
+"""The EAGLE alignment exercise's contract, its cases, and the call of a submitted
+`catch_up_pairs(context, features, cached) -> (tokens, feats)` on them, each case asked once
+per submission and its answer read as two arrays (checks.py judges them).
+
+The rule, written here from its statement (the reference's EagleDrafter applies it inline, in
+its prefill and at the start of each proposal; tests/grader/test_exercise_eagle_align.py
+holds the two equal):
+
+    ready = min(n - 1, m)             positions t whose feature f(t) is known AND whose next
+                                      token x(t + 1) is committed
+    t     = cached, cached + 1, ..., ready - 1     (the cache already holds t < cached)
+    tokens[i] = context[t_i + 1]      feats[i] = features[t_i]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from specdec.grading.engine.submission import (
+    Submission,
+    SubmissionCrash,
+    call_each_safely,
+    show_inputs,
+)
+
+COMMAND = "catch_up_pairs"
+C = 4  # the features' width in the cases (the target's n_embd; small, to be read in a story)
+V = 1000  # token ids are drawn without repeats from this many, so x(j) names one token
+
+
+@dataclass(frozen=True)
+class Case:
+    context: tuple[int, ...]  # x(0..n-1), the committed tokens
+    m: int  # features known: f(0..m-1); m = n - 1 in a round, m = n at prefill
+    cached: int  # pairs the drafter's cache already holds (t = 0..cached-1)
+    about: str = ""  # what the case shows, for the story
+
+    @property
+    def n(self) -> int:
+        return len(self.context)
+
+    @property
+    def ready(self) -> int:  # pairs known in all: t < min(n - 1, m)
+        return min(self.n - 1, self.m)
+
+    def features(self) -> np.ndarray:
+        # [m, C] float32, the same on every call: distinct rows, so each names its position
+        rng = np.random.default_rng([self.m, self.cached, *self.context])
+        return rng.standard_normal((self.m, C)).astype(np.float32).round(3)
+
+    def arguments(self) -> tuple:
+        # what the submission receives: context [n] int64, features [m, C] float32, an int
+        return np.array(self.context, dtype=np.int64), self.features(), self.cached
+
+    def describe(self) -> str:
+        return describe_call(np.array(self.context, dtype=np.int64), self.m, self.cached)
+
+    def size(self) -> tuple:  # the smallest case shows a mistake best
+        return self.n, self.ready - self.cached, self.m, self.cached, self.context
+
+
+def describe_call(context: np.ndarray, m: int, cached: int) -> str:
+    n = len(context)
+    shown = f"f(0..{m - 1})" if m else "none"
+    return (
+        f"{COMMAND}(context={context.tolist()} (n = {n}), features [{m}, C] ({shown}), "
+        f"cached={cached})"
+    )
+
+
+@dataclass(frozen=True)
+class Answer:
+    tokens: np.ndarray  # as returned, read as an array
+    feats: np.ndarray
+
+
+def rule(context: np.ndarray, features: np.ndarray, cached: int) -> Answer:
+    """The contract: (x(t + 1), f(t)) for t = cached .. min(n - 1, m) - 1, in order."""
+    t = np.arange(cached, min(len(context) - 1, len(features)))
+    return Answer(context[t + 1].astype(np.int64), features[t])
+
+
+def expected(case: Case) -> Answer:
+    return rule(*case.arguments())
+
+
+def same(got: Answer, want: Answer) -> bool:
+    """Exact: the same tokens, and the same feature rows value for value (any dtype that
+    holds them: float64 copies of the float32 rows are the same rows)."""
+    return (
+        got.tokens.shape == want.tokens.shape
+        and got.feats.shape == want.feats.shape
+        and bool(np.array_equal(got.tokens, want.tokens))
+        and bool(np.array_equal(got.feats.astype(np.float64), want.feats.astype(np.float64)))
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The cases
+# --------------------------------------------------------------------------------------------
+
+
+def distinct_tokens(n: int, seed: int) -> tuple[int, ...]:
+    return tuple(int(x) for x in np.random.default_rng(seed).choice(V, size=n, replace=False))
+
+
+def after_a_round(n: int, kept: int, seed: int, about: str = "") -> Case:
+    # a round that kept `kept` drafts emitted kept + 1 tokens: that many pairs are new
+    return Case(distinct_tokens(n, seed), n - 1, n - 2 - kept, about)
+
+
+GROUPS: dict[str, tuple[str, tuple[Case, ...]]] = {
+    "nothing": (
+        "nothing to feed: a one-token context, or every pair already cached",
+        (
+            Case(distinct_tokens(1, 1), 0, 0, "one token, no feature yet: nothing to pair"),
+            Case(
+                distinct_tokens(1, 2),
+                1,
+                0,
+                "prefill of a two-token prompt: f(0) is known, "
+                "but its next token is not in the context handed over",
+            ),
+            Case(distinct_tokens(4, 3), 3, 3, "the cache already holds every pair, t = 0..2"),
+            Case(distinct_tokens(9, 4), 8, 8, "the cache already holds every pair, t = 0..7"),
+        ),
+    ),
+    "one": (
+        "a one-pair catch-up: the round before kept no draft",
+        (
+            after_a_round(2, 0, 5, "the first round after a two-token prompt"),
+            after_a_round(5, 0, 6, "a round that kept no draft: its correction, x(4)"),
+            after_a_round(11, 0, 7, "a round that kept no draft: its correction, x(10)"),
+        ),
+    ),
+    "full": (
+        "after a full acceptance: k drafts and the bonus, k + 1 pairs",
+        tuple(
+            after_a_round(n, k, 10 + k, f"k = {k}, every draft kept: {k + 1} pairs")
+            for n, k in ((5, 1), (8, 3), (9, 4), (14, 5), (7, 5))
+        ),
+    ),
+    "prefill": (
+        "a prefill: nothing cached, one feature more than the tokens can pair (m = n)",
+        tuple(
+            Case(distinct_tokens(n, 20 + n), n, 0, f"a prompt of {n + 1} tokens, less its last")
+            for n in (2, 3, 6, 10)
+        ),
+    ),
+}
+N_RANDOM = 300
+
+
+@cache
+def random_cases(count: int = N_RANDOM, seed: int = 3232) -> tuple[Case, ...]:
+    """Seeded contexts of 1 to 24 tokens: three in four after a round (m = n - 1, any number
+    of pairs cached, 0 to n - 1), one in four a prefill (m = n, nothing cached)."""
+    rng = np.random.default_rng(seed)
+    cases: dict[Case, None] = {}
+    while len(cases) < count:
+        n = int(rng.integers(1, 25))
+        context = distinct_tokens(n, int(rng.integers(2**31)))
+        if rng.random() < 0.25:
+            cases[Case(context, n, 0)] = None
+        else:
+            cases[Case(context, n - 1, int(rng.integers(0, n)))] = None
+    return tuple(cases)
+
+
+def group_cases(group: str) -> tuple[Case, ...]:
+    return random_cases() if group == "random" else GROUPS[group][1]
+
+
+def all_cases() -> tuple[Case, ...]:
+    return tuple(c for g in [*GROUPS, "random"] for c in group_cases(g))
+
+
+# --------------------------------------------------------------------------------------------
+# Calling the submission and reading its answer
+# --------------------------------------------------------------------------------------------
+
+
+def shown_of(context: np.ndarray, features: np.ndarray, cached: int) -> dict:
+    return {"context": context, "features": features, "cached": cached}
+
+
+def breach(message: str, call: tuple) -> SubmissionCrash:
+    context, features, cached = call
+    crash = SubmissionCrash(
+        ValueError(message),
+        f"the value your {COMMAND} returned",
+        show_inputs(**shown_of(*call)),
+    )
+    crash.call = describe_call(context, len(features), cached)
+    crash.hint = (
+        "return a tuple (tokens, feats): tokens a 1-D array of token ids [r], feats the "
+        "feature rows [r, C] (see the skeleton's docstring)"
+    )
+    return crash
+
+
+def read_answer(result, call: tuple) -> Answer:
+    """What the submission returned -> two arrays, or the contract it broke. Lengths, shapes
+    and values are left to the checks (a wrong length is a mistake they can name)."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise breach(f"must return (tokens, feats); it returned {result!r}", call)
+    arrays = []
+    for name, value in zip(("tokens", "feats"), result, strict=True):
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError) as error:
+            raise breach(f"{name} is not an array: {value!r}", call) from error
+        if not np.issubdtype(array.dtype, np.number) or np.iscomplexobj(array):
+            raise breach(f"{name} must hold numbers, got {value!r}", call)
+        arrays.append(array)
+    return Answer(*arrays)
+
+
+def crash_hint(call: tuple, error: BaseException) -> str:
+    """Why a correct idea may crash on this call."""
+    context, features, cached = call
+    n, m = len(context), len(features)
+    if isinstance(error, IndexError) and m == n:
+        return (
+            f"at prefill the drafter knows one feature more than the tokens pair (m = n = {n}): "
+            f"f({n - 1}) scored the token after context[-1], not in the context yet. Pair "
+            f"t = cached .. min(n - 1, m) - 1 only"
+        )
+    if isinstance(error, IndexError) and min(n - 1, m) - cached >= 1:
+        return (
+            f"features holds f(0..{m - 1}) and context x(0..{n - 1}): the last pair is "
+            f"(x({min(n - 1, m)}), f({min(n - 1, m) - 1})). Reading f(t + 1) or x(t + 2) "
+            f"runs past them: row t pairs the token x(t + 1) with the feature f(t)"
+        )
+    if min(n - 1, m) <= cached:
+        return (
+            "nothing to feed here: return an empty tokens array and feats of shape [0, C] "
+            "(features[cached:cached] is one)"
+        )
+    return ""
+
+
+ANSWERS: dict = {}  # the answers of the last submission graded: {case: Answer}, and "sub"
+
+
+def call_pairs(sub: Submission, calls: list[tuple]) -> list[Answer]:
+    """The submission's answers to calls [(context, features, cached)], in one request when it
+    runs in a worker; a raise names the call that raised, with a hint."""
+    try:
+        results = call_each_safely(
+            sub,
+            calls,
+            (),
+            lambda i: shown_of(*calls[i]),
+            COMMAND,
+            lambda i: describe_call(calls[i][0], len(calls[i][1]), calls[i][2]),
+            lambda args: (args[0].copy(), args[1].copy(), args[2]),
+        )
+    except SubmissionCrash as crash:
+        if not isinstance(crash.error, NotImplementedError) and not crash.hint:
+            failing = next(
+                (c for c in calls if crash.call == describe_call(c[0], len(c[1]), c[2])),
+                calls[0],
+            )
+            crash.hint = crash_hint(failing, crash.error)
+        raise
+    return [read_answer(r, c) for r, c in zip(results, calls, strict=True)]
+
+
+def answers(sub: Submission, cases: tuple[Case, ...]) -> dict[Case, Answer]:
+    """The submission's answer on each case, asked once per submission."""
+    if ANSWERS.get("sub") is not sub:
+        ANSWERS.clear()
+        ANSWERS["sub"] = sub
+    missing = list(dict.fromkeys(c for c in cases if c not in ANSWERS))
+    if missing:
+        got = call_pairs(sub, [c.arguments() for c in missing])
+        ANSWERS.update(zip(missing, got, strict=True))
+    return {case: ANSWERS[case] for case in cases}
