@@ -35,7 +35,6 @@ from gpu.drafters import register_twin
 from gpu.model import GPT, as_twin_model
 from gpu.sampling import pick, probabilities
 from reference import eagle as reference_eagle
-from reference.checks import as_token_array, check_generator, check_positive_int
 from reference.drafters import Draft
 from reference.eagle import (
     FUSE,
@@ -45,7 +44,7 @@ from reference.eagle import (
     feature_layers_of,
     init_eagle_params,
 )
-from reference.sampling import SamplingParams, check_sampling
+from reference.sampling import SamplingParams
 
 __all__ = [
     "EagleDrafter",
@@ -136,17 +135,8 @@ class EagleDrafter(reference_eagle.EagleDrafter):
     ) -> Draft:
         # context [n] (host) -> Draft(tokens [k], q [k, V]) on the device; nothing before
         # any feature is known (a one-token prompt: a plain target step)
-        context = as_token_array(context, self.n_vocab, "context")
-        k = check_positive_int(k, "k", minimum=0)
-        check_sampling(sampling)
-        check_generator(rng)
+        context, k = self.proposal_inputs(context, k, sampling, rng)  # the reference's checks
         n = len(context)
-        self.check_known(n)
-        if k > 0 and n - 1 + k - 1 > self.cache.capacity:
-            raise ValueError(
-                f"drafting k={k} after {n} tokens needs {n + k - 2} slots of the drafter's "
-                f"cache of {self.cache.capacity}; lower k or shorten the context"
-            )
         self.start_proposal()  # rolls back an earlier, unverified proposal
         if k == 0 or n < 2:
             return Draft(xp.zeros(0, dtype=np.int64), xp.zeros((0, self.n_vocab), np.float32))

@@ -231,17 +231,8 @@ class EagleDrafter(Drafter):
         self, context: np.ndarray, k: int, sampling: SamplingParams, rng: np.random.Generator
     ) -> Draft:
         # context [n] -> Draft(tokens [k], q [k, V]); no draft before any feature is known
-        context = as_token_array(context, self.n_vocab, "context")
-        k = check_positive_int(k, "k", minimum=0)
-        check_sampling(sampling)
-        check_generator(rng)
+        context, k = self.proposal_inputs(context, k, sampling, rng)
         n = len(context)
-        self.check_known(n)
-        if k > 0 and n - 1 + k - 1 > self.cache.capacity:
-            raise ValueError(
-                f"drafting k={k} after {n} tokens needs {n + k - 2} slots of the drafter's "
-                f"cache of {self.cache.capacity}; lower k or shorten the context"
-            )
         self.start_proposal()
         if k == 0 or n < 2:  # no feature yet (a one-token prompt): a plain target step
             return Draft(np.zeros(0, np.int64), np.zeros((0, self.n_vocab), np.float32))
@@ -254,6 +245,22 @@ class EagleDrafter(Drafter):
             if i < k - 1:  # the next step reads the draft and the drafter's own feature
                 f_hat = self.step(self.fuse(tokens[i : i + 1], f_hat[None, :]))[-1]
         return Draft(tokens, q)
+
+    def proposal_inputs(self, context, k, sampling, rng) -> tuple[np.ndarray, int]:
+        # -> (context [n], k) checked, for this drafter and its twin: the features known,
+        # and room in its cache for the n - 1 catch-up rows and k - 1 draft rows
+        context = as_token_array(context, self.n_vocab, "context")
+        k = check_positive_int(k, "k", minimum=0)
+        check_sampling(sampling)
+        check_generator(rng)
+        n = len(context)
+        self.check_known(n)
+        if k > 0 and n - 1 + k - 1 > self.cache.capacity:
+            raise ValueError(
+                f"drafting k={k} after {n} tokens needs {n + k - 2} slots of the drafter's "
+                f"cache of {self.cache.capacity}; lower k or shorten the context"
+            )
+        return context, k
 
     def check_known(self, n: int) -> None:
         # a context of n tokens needs the target's features of its first n-1 positions
