@@ -174,7 +174,8 @@ def batched_pass(model: GPT, tokens, n_new: np.ndarray, cache: BatchKVCache, lay
     at = batch_placement(cache.end, n_new, T)  # on the host: pointers and mask
     logits = xp.full((B, T, V), np.nan, dtype=np.float32)
     h = xp.full((B, T, C), np.nan, dtype=np.float32)
-    if at.stop == 0:
+    if at.stop == 0 or B * T == 0:  # nothing cached and nothing new, or no position at all:
+        # nothing to compute (and no kernel may be launched over zero rows)
         return logits, h, xp.full((B, T, F), np.nan, dtype=np.float32)
     real = xp.arange(T)[None, :] < to_device(n_new)[:, None]  # [B, T]
     features = model.layer_features(xp.where(real, tokens, 0), cache, at, layers)  # [B*T, F]

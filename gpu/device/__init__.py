@@ -14,6 +14,8 @@ file of reference/ (tests/twin/test_layout.py holds it); these do not:
                        plans of the sampling and verification kernels
     layers.py          the layer functions with `xp` (GELU, softmax, LayerNorm, attention)
     batch_drafting.py  every row of a ragged batch drafting in one pass per step
+    roofline.py        each kernel's bytes, FLOPs, blocks and longest serial chain, from the
+                       launch plans, and the time each bound predicts on an H200
 
 The mirrored files build on these; of these, only batch_drafting.py imports mirrored ones
 (gpu.drafters, gpu.sampling), and of the mirrored ones only gpu/batch.py imports it. This

@@ -4,8 +4,9 @@ No reference counterpart: these are how the twin computes what the reference com
 several NumPy calls. Each operation is a body (the plain xp composition: what runs in NumPy
 mode, bit for bit the unfused twin) and a plan (the kernel's grid, block and arguments):
 kernels.py decides which runs. A call beyond a kernel's limits (more than MAX_ROWS rows for
-a linear, a longer attention span, a sampling mode the kernel lacks) runs its body, unfused,
-wherever it is.
+a linear, a longer attention span, a sampling mode the kernel lacks, an output it cannot
+write in place) runs its body, unfused, wherever it is; a call with zero rows launches
+nothing (kernels.py `Plan.idle`).
 
     embed            x = wte[tokens] + wpe[positions]                               1 launch
     layer_norm_rows  LN(x)                                                          1
@@ -27,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpu.device.backend import xp
-from gpu.device.kernels import MAX_HS, MAX_ROWS, MAX_S, Plan, run_fused
+from gpu.device.kernels import MAX_HS, MAX_ROWS, MAX_S, KernelCannot, Plan, run_fused
 from gpu.device.layers import gelu, layer_norm, split_heads
 from reference import model as reference_model
 
@@ -48,8 +49,29 @@ ROW_THREADS = 256  # the one-block-per-row kernels' block (kernels.cu RED_THREAD
 i32, f32, f64 = np.int32, np.float32, np.float64
 
 
-def contiguous(a, dtype):  # a device array of this dtype, C-contiguous (a no-op when it is)
+# Every array a plan hands a kernel is of the kernel's dtype and C-contiguous: the kernel
+# gets a bare pointer, and a strided view or another dtype would be read as if it were one
+# (silently wrong numbers; CuPy does not check). An input is made so (a copy only when it is
+# not so already); an output the kernel writes in place cannot be copied (the writes would
+# go to the copy), so a plan refuses one that is not so, and the call runs its body.
+
+
+def contiguous(a, dtype):  # an input as the kernel reads it (a no-op when it is so already)
     return xp.ascontiguousarray(a.astype(dtype, copy=False))
+
+
+def in_place(a, dtype, shape: tuple[int, ...]):
+    # an output the kernel writes where it is -> a, or KernelCannot (the call runs its body)
+    if a.dtype != dtype or a.shape != shape or not a.flags.c_contiguous:
+        raise KernelCannot(f"an output of {a.dtype} {a.shape} is not C-contiguous {shape}")
+    return a
+
+
+def column_stride(a) -> int:
+    # a 1-D int64 output written at row r * stride (a column of a packed array) -> stride
+    if a.dtype != np.int64 or a.ndim != 1 or a.strides[0] <= 0 or a.strides[0] % 8:
+        raise KernelCannot(f"an output column of {a.dtype}, strides {a.strides}")
+    return a.strides[0] // 8
 
 
 # ---------------------------------------------------------------- embed
@@ -67,6 +89,7 @@ def embed_plan(wte, wpe, tokens, positions) -> Plan:
     ids = contiguous(positions, np.int64) if by_array else tokens  # (unread when a slice)
     start = 0 if by_array else positions.start
     x = xp.empty((R, C), dtype=np.float32)
+    wte, wpe = contiguous(wte, np.float32), contiguous(wpe, np.float32)
     args = (tokens, ids, i32(by_array), i32(start), wte, wpe, i32(C), x)
     return Plan("embed_rows", (R,), (128,), args, x)
 
@@ -82,7 +105,7 @@ def embed(wte, wpe, tokens, positions):
 
 
 def layer_norm_plan(x, g, b, eps: float) -> Plan:
-    x = contiguous(x, np.float32)
+    x, g, b = (contiguous(a, np.float32) for a in (x, g, b))
     R, C = x.shape
     out = xp.empty((R, C), dtype=np.float32)
     return Plan("layer_norm_rows", (R,), (128,), (x, i32(C), g, b, f32(eps), out), out)
@@ -110,19 +133,23 @@ def linear_body(x, w, bias=None, ln=None, act=None, resid=None, w_rows=None):
 
 def linear_plan(x, w, bias=None, ln=None, act=None, resid=None, w_rows=None) -> Plan:
     x = contiguous(x, np.float32)
-    w = w if w_rows is None else w_rows  # the kernel reads W row-major [C_in, N]
+    # the kernel reads W row-major [C_in, N]: w_rows when given (the tied output layer's
+    # copy, made once), else w itself, copied here only if it is a view (wte.T) or not float32
+    w = contiguous(w if w_rows is None else w_rows, np.float32)
     R, C_in = x.shape
     N = w.shape[1]
     out = xp.empty((R, N), dtype=np.float32)
     g, b, eps = ln if ln is not None else (x, x, 0.0)  # (unread without ln)
+    g, b = contiguous(g, np.float32), contiguous(b, np.float32)
     args = (
         x, i32(R), i32(C_in), i32(N),
         g, b, f32(eps), i32(ln is not None),
-        w, x if bias is None else bias, i32(bias is not None),
+        w, x if bias is None else contiguous(bias, np.float32), i32(bias is not None),
         i32(act == "gelu"), x if resid is None else contiguous(resid, np.float32),
         i32(resid is not None), out,
     )  # fmt: skip
-    return Plan("fused_linear", (-(-N // LINEAR_COLS),), (LINEAR_COLS * LINEAR_SLICES,), args, out)
+    grid, block = (-(-N // LINEAR_COLS),), (LINEAR_COLS * LINEAR_SLICES,)
+    return Plan("fused_linear", grid, block, args, out, rows=R)  # grid: columns; R rows each
 
 
 def fused_linear(x, w, bias=None, *, ln=None, act=None, resid=None, w_rows=None):
@@ -162,10 +189,12 @@ def attention_plan(model, qkv, layer: int, cache, at) -> Plan:
     B, T = (1, at.shape[0]) if len(at.shape) == 1 else at.shape
     out = xp.empty((B * T, C), dtype=np.float32)
     k_cache, v_cache = (qkv, qkv) if cache is None else (cache.k, cache.v)
+    k_cache, v_cache = (in_place(a, np.float32, a.shape) for a in (k_cache, v_cache))  # written
     n_layer = 1 if cache is None else cache.k.shape[-4]
     capacity = 1 if cache is None else cache.k.shape[-2]
     batch = len(at.shape) == 2
     rows = cache.rows_on_device(at.start, at.n_new) if batch else xp.empty(1, dtype=np.int64)
+    rows = contiguous(rows, np.int64)
     mask = at.mask if at.mask is not None and not batch else None
     bool_mask = xp.empty(1, dtype=bool) if mask is None else contiguous(mask, bool)
     args = (
@@ -202,16 +231,21 @@ def pick_plan(logits, params, u, probs, tokens, finite) -> Plan:
     # the kernel of gpu.sampling.pick (its entry point and body are there)
     logits = contiguous(logits, np.float32)
     R, V = logits.shape
-    u_array = u if u is not None and not isinstance(u, float) else None
+    u_array = None if u is None or isinstance(u, float) else contiguous(u, np.float64)
+    probs = None if probs is None else in_place(probs, np.float32, (R, V))
     # tokens and finite may be columns of one packed int64 array [R, 2]: row r at r * stride
-    outs = [a for a in (tokens, finite) if a is not None and a.shape[0] > 1]
-    stride = outs[0].strides[0] // 8 if outs else 1
-    if any(a.strides[0] // 8 != stride for a in outs):
-        raise ValueError("pick: tokens and finite must have the same row stride")
+    # (one stride for both; a single row's is never used)
+    strides = {column_stride(a) for a in (tokens, finite) if a is not None and a.shape[0] > 1}
+    if len(strides) > 1:
+        raise KernelCannot(f"tokens and finite have different row strides {strides}")
+    stride = strides.pop() if strides else 1
+    for a in (tokens, finite):
+        if a is not None and (a.dtype != np.int64 or a.shape != (R,)):
+            raise KernelCannot(f"an output of {a.dtype} {a.shape}, not int64 ({R},)")
     some_int = tokens if tokens is not None else finite
     dummy_int = xp.empty(1, dtype=np.int64) if some_int is None else some_int
     args = (
-        logits, i32(V), i32(params.greedy), f32(params.temperature),
+        logits, i32(V), i32(params.greedy), f64(params.temperature),
         xp.empty(1, dtype=np.float64) if u_array is None else u_array,
         f64(u if isinstance(u, float) else 0.0), i32(u_array is not None),
         logits if probs is None else probs, i32(probs is not None),

@@ -2,17 +2,20 @@
 //
 // At the bundled pair's size a GPU step is priced by kernel launches, not FLOPs (docs/gpu.md),
 // so each kernel below does the work of a whole stretch of a block in one launch. Each has a
-// NumPy body in gpu/fused.py that computes the same thing the plain way: NumPy mode runs the
+// NumPy body in gpu/device/fused.py that computes the same thing the plain way: NumPy mode runs the
 // bodies, the stand-in counts each call as one launch, and tests/twin/test_fused_kernels.py
 // runs THIS source on the CPU (tests/twin/cuda_emulator.py: one host thread per CUDA thread)
 // and compares it with the bodies. The device compiles it with NVRTC (cupy.RawModule).
 //
 // Layouts: row-major, float32 activations and weights, int64 token ids; rows R <= MAX_ROWS.
-// Only __syncthreads and shared memory are used (no warp shuffles, no atomics), so that the
-// emulator can run every kernel exactly as written.
+// Reductions, argmax and prefix sums are trees of full-warp shuffles (__shfl_*_sync) with one
+// combine of the warps' partials through shared memory: no thread loops over blockDim alone
+// (tests/twin/test_kernel_shape.py holds it). Blocks are whole warps. No atomics, so the
+// emulator (which steps a warp's 32 host threads together through each shuffle) runs every
+// kernel exactly as written.
 
 #ifndef MAX_ROWS
-#define MAX_ROWS 16  // rows one fused_linear call takes (gpu/fused.py MAX_FUSED_ROWS)
+#define MAX_ROWS 16  // rows one fused_linear call takes (gpu/device/kernels.py MAX_ROWS)
 #endif
 #ifndef MAX_S
 #define MAX_S 1024  // attention span a cached_attention call takes (the model's n_ctx)
@@ -23,26 +26,66 @@
 #ifndef SPECDEC_NAN
 #define SPECDEC_NAN() __int_as_float(0x7fffffff)
 #endif
+#ifndef SPECDEC_NEG_INF
+#define SPECDEC_NEG_INF() __int_as_float(0xff800000)
+#endif
 
 #define LIN_COLS 32    // fused_linear: output columns per block (one warp reads a W row segment)
 #define LIN_SLICES 8   // ... and slices of the input dimension per column, summed at the end
 #define RED_THREADS 256  // threads of the one-block-per-row kernels
+#define ATT_WARPS 4      // cached_attention's block: 4 warps (gpu/device/fused.py: 128 threads)
+#define WARP 32          // threads of a warp (warpSize, a constant here so loops unroll)
+#define FULL_MASK 0xffffffffu
 
-// ---------------------------------------------------------------- small block-wide helpers
+// ---------------------------------------------------------------- warp and block helpers
+// Every reduction is a tree: five shuffle steps inside each warp, then the first warp combines
+// the warps' partials (at most 32) from shared memory the same way. No thread walks blockDim
+// alone. Each helper is called by every thread of the block (blocks are whole warps).
 
-// the sum (or the largest) of one value per thread, returned to every thread
+// the sum / the largest of one value per lane, returned to every lane
+__device__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ double warp_sum_double(double v) {
+#pragma unroll
+    for (int o = WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ float warp_max(float v) {
+#pragma unroll
+    for (int o = WARP / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+// inclusive prefix over the lanes (lane order = id order), in float64 for the CDFs
+__device__ double warp_scan(double v) {
+    int lane = threadIdx.x % WARP;
+#pragma unroll
+    for (int o = 1; o < WARP; o <<= 1) {
+        double below = __shfl_up_sync(FULL_MASK, v, o);
+        if (lane >= o) v += below;
+    }
+    return v;
+}
+
+// the sum (or the largest) of one value per thread, returned to every thread;
+// scratch: WARP + 1 floats
 __device__ float block_reduce(float v, float* scratch, bool largest) {
-    int t = threadIdx.x;
-    scratch[t] = v;
+    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
+    v = largest ? warp_max(v) : warp_sum(v);
+    if (lane == 0) scratch[warp] = v;
     __syncthreads();
-    if (t == 0) {
-        float acc = scratch[0];
-        for (int i = 1; i < (int)blockDim.x; i++)
-            acc = largest ? fmaxf(acc, scratch[i]) : acc + scratch[i];
-        scratch[blockDim.x] = acc;
+    if (warp == 0) {  // the first warp combines the partials; absent warps add nothing
+        float w = lane < warps ? scratch[lane] : (largest ? SPECDEC_NEG_INF() : 0.0f);
+        w = largest ? warp_max(w) : warp_sum(w);
+        if (lane == 0) scratch[WARP] = w;
     }
     __syncthreads();
-    float result = scratch[blockDim.x];
+    float result = scratch[WARP];
     __syncthreads();  // scratch may be reused at once
     return result;
 }
@@ -51,22 +94,81 @@ __device__ float block_sum(float v, float* scratch) { return block_reduce(v, scr
 
 __device__ float block_max(float v, float* scratch) { return block_reduce(v, scratch, true); }
 
-// exclusive prefix of one double per thread (thread order = id order), into prefix[t];
-// the grand total in prefix[blockDim.x]
-__device__ void block_prefix(double v, double* prefix) {
-    int t = threadIdx.x;
-    prefix[t] = v;
+// the first largest of one (value, id) per thread (ids < V; id == V: none), to every thread:
+// the larger value wins, then the lower id, so the result is the body's argmax (its first
+// largest) whatever order the tree meets the candidates in. scratch / ids: WARP + 1 each
+__device__ bool beats(float v, int i, float best, int best_i, int V) {
+    return i < V && (best_i == V || v > best || (v == best && i < best_i));
+}
+
+__device__ void warp_argmax(float* best, int* best_i, int V) {
+#pragma unroll
+    for (int o = WARP / 2; o > 0; o >>= 1) {
+        float v = __shfl_xor_sync(FULL_MASK, *best, o);
+        int i = __shfl_xor_sync(FULL_MASK, *best_i, o);
+        if (beats(v, i, *best, *best_i, V)) { *best = v; *best_i = i; }
+    }
+}
+
+__device__ int block_argmax(float best, int best_i, int V, float* scratch, int* ids, float* top) {
+    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
+    warp_argmax(&best, &best_i, V);
+    if (lane == 0) { scratch[warp] = best; ids[warp] = best_i; }
     __syncthreads();
-    if (t == 0) {
-        double run = 0.0;
-        for (int i = 0; i < (int)blockDim.x; i++) {
-            double here = prefix[i];
-            prefix[i] = run;
-            run += here;
-        }
-        prefix[blockDim.x] = run;
+    if (warp == 0) {
+        best = lane < warps ? scratch[lane] : 0.0f;
+        best_i = lane < warps ? ids[lane] : V;
+        warp_argmax(&best, &best_i, V);
+        if (lane == 0) { scratch[WARP] = best; ids[WARP] = best_i; }
     }
     __syncthreads();
+    *top = scratch[WARP];
+    int result = ids[WARP];
+    __syncthreads();
+    return result;
+}
+
+// warp w's contiguous run of ids [lo, hi): the CDF needs ids in order, so each warp owns a
+// run (a multiple of WARP long) and its lanes stride through it, a warp reading WARP
+// consecutive floats a step (coalesced) instead of each thread a chunk of its own
+__device__ void warp_run(int V, int* lo, int* hi) {
+    int warps = blockDim.x / WARP, per = (V + warps - 1) / warps;
+    per = (per + WARP - 1) / WARP * WARP;
+    *lo = min(V, (int)(threadIdx.x / WARP) * per);
+    *hi = min(V, *lo + per);
+}
+
+// exclusive prefix of one double per warp (warp order = id order) into prefix[w], the grand
+// total into prefix[warps]; v: the warp's total, the same in every lane.
+// scratch: WARP doubles, prefix: WARP + 1
+__device__ void block_prefix(double v, double* scratch, double* prefix) {
+    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        double mine = lane < warps ? scratch[lane] : 0.0;
+        double upto = warp_scan(mine);
+        double before = __shfl_up_sync(FULL_MASK, upto, 1);
+        if (lane < warps) prefix[lane] = lane == 0 ? 0.0 : before;
+        if (lane == warps - 1) prefix[warps] = upto;
+    }
+    __syncthreads();
+}
+
+// how many ids of this warp's run [lo, hi) have a cumulative mass <= limit, `run` being the
+// mass before the run; term(i): id i's mass. The lanes take WARP ids a step, a warp scan puts
+// them in order, and the step's total carries to the next. Every lane returns its own count.
+template <typename Term>
+__device__ float count_below(int lo, int hi, double run, double limit, Term term) {
+    int lane = threadIdx.x % WARP;
+    float count = 0.0f;
+    for (int base = lo; base < hi; base += WARP) {
+        int i = base + lane;
+        double upto = warp_scan(i < hi ? (double)term(i) : 0.0);
+        if (i < hi && run + upto <= limit) count += 1.0f;
+        run += __shfl_sync(FULL_MASK, upto, WARP - 1);
+    }
+    return count;
 }
 
 __device__ float gelu_tanh(float x) {
@@ -94,7 +196,7 @@ extern "C" __global__ void embed_rows(const long long* tokens, const long long* 
 // out[r] = (x[r] - mean) / sqrt(var + eps) * g + b, one row per block: grid (R), block (128)
 extern "C" __global__ void layer_norm_rows(const float* x, int C, const float* g, const float* b,
                                            float eps, float* out) {
-    __shared__ float scratch[129];
+    __shared__ float scratch[WARP + 1];
     const float* row = x + (long long)blockIdx.x * C;
     float local = 0.0f;
     for (int i = threadIdx.x; i < C; i += blockDim.x) local += row[i];
@@ -113,7 +215,8 @@ extern "C" __global__ void layer_norm_rows(const float* x, int C, const float* g
 //   act = gelu when act == 1; resid may be out itself (x += ...), never x.
 // grid: (ceil(N / LIN_COLS)), block: (LIN_COLS * LIN_SLICES). Thread (slice s, column c) sums
 // the inputs i = s, s + LIN_SLICES, ... for column j = blockIdx.x * LIN_COLS + c and all R rows
-// (a warp reads 32 consecutive floats of one W row), then slice 0 adds the slices up.
+// (a warp reads 32 consecutive floats of one W row), then the slices are added up, rows
+// spread over the slices' threads.
 extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
                                         const float* ln_g, const float* ln_b, float eps,
                                         int has_ln, const float* w, const float* bias,
@@ -124,31 +227,21 @@ extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
     int t = threadIdx.x, c = t % LIN_COLS, s = t / LIN_COLS;
     int j = blockIdx.x * LIN_COLS + c;
 
-    if (has_ln) {  // every block finds the rows' mean and variance itself (no second launch)
-        int lanes = blockDim.x / R, r = t / lanes, lane = t % lanes;
-        float acc = 0.0f;
-        if (r < R)
-            for (int i = lane; i < C_in; i += lanes) acc += x[r * C_in + i];
-        partial[t] = acc;
-        __syncthreads();
-        if (t < R) {
-            float total = 0.0f;
-            for (int l = 0; l < lanes; l++) total += partial[t * lanes + l];
-            mean[t] = total / C_in;
-        }
-        __syncthreads();
-        acc = 0.0f;  // var = mean((x - mean)^2), two passes as in the reference
-        if (r < R)
-            for (int i = lane; i < C_in; i += lanes) {
-                float d = x[r * C_in + i] - mean[r];
-                acc += d * d;
+    if (has_ln) {  // every block finds the rows' mean and variance itself (no second launch):
+        // warp w takes rows w, w + warps, ..., its lanes striding along the row (coalesced)
+        int lane = t % WARP, warps = blockDim.x / WARP;
+        for (int r = t / WARP; r < R; r += warps) {
+            const float* row = x + r * C_in;
+            float acc = 0.0f;
+            for (int i = lane; i < C_in; i += WARP) acc += row[i];
+            float m = warp_sum(acc) / C_in;
+            acc = 0.0f;  // var = mean((x - mean)^2), two passes as in the reference
+            for (int i = lane; i < C_in; i += WARP) acc += (row[i] - m) * (row[i] - m);
+            float var = warp_sum(acc) / C_in;
+            if (lane == 0) {
+                mean[r] = m;
+                rstd[r] = 1.0f / sqrtf(var + eps);
             }
-        partial[t] = acc;
-        __syncthreads();
-        if (t < R) {
-            float total = 0.0f;
-            for (int l = 0; l < lanes; l++) total += partial[t * lanes + l];
-            rstd[t] = 1.0f / sqrtf(total / C_in + eps);
         }
         __syncthreads();
     }
@@ -157,6 +250,7 @@ extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
 #pragma unroll
     for (int r = 0; r < MAX_ROWS; r++) acc[r] = 0.0f;
     if (j < N) {
+#pragma unroll 4  // independent weight loads in flight, not one a trip
         for (int i = s; i < C_in; i += LIN_SLICES) {
             float wij = w[(long long)i * N + j];
             float g = has_ln ? ln_g[i] : 1.0f, b = has_ln ? ln_b[i] : 0.0f;
@@ -170,14 +264,15 @@ extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
             }
         }
     }
-    __syncthreads();  // partial[] held the norms' sums above
 #pragma unroll
     for (int r = 0; r < MAX_ROWS; r++)
         if (r < R) partial[(r * LIN_SLICES + s) * LIN_COLS + c] = acc[r];
     __syncthreads();
-    if (s == 0 && j < N) {
-        for (int r = 0; r < R; r++) {
+    // thread (s, c) finishes rows s, s + LIN_SLICES, ... of column j: every thread has work
+    if (j < N) {
+        for (int r = s; r < R; r += LIN_SLICES) {
             float y = 0.0f;
+#pragma unroll
             for (int k = 0; k < LIN_SLICES; k++) y += partial[(r * LIN_SLICES + k) * LIN_COLS + c];
             if (has_bias) y += bias[j];
             if (act == 1) y = gelu_tanh(y);
@@ -189,7 +284,7 @@ extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
 
 // ---------------------------------------------------------------- cached_attention
 
-// One head of one new position of one row per block: grid (nh, T, B), block (128).
+// One head of one new position of one row per block: grid (nh, T, B), block (ATT_WARPS x 32).
 //   qkv [B*T, 3C] (q | k | v, heads side by side), out [B*T, C] (heads merged); B = 1 for a
 //   sequence or a tree, whose cache is [L, nh, N, hs]; a ragged batch's is [B, L, nh, N, hs].
 //   Row b's new positions sit at its cache slots from start_b (`start`, or rows[b] when
@@ -206,7 +301,8 @@ extern "C" __global__ void cached_attention(const float* qkv, int T, int C, int 
                                             const bool* mask, int has_mask, float* out) {
     __shared__ float q[MAX_HS];
     __shared__ float score[MAX_S];
-    __shared__ float scratch[129];
+    __shared__ float scratch[WARP + 1];
+    __shared__ float part[ATT_WARPS * MAX_HS];  // the warps' partial outputs
     int h = blockIdx.x, t = blockIdx.y, b = blockIdx.z, B = gridDim.z;
     int tid = threadIdx.x, hs = C / nh;
     int row_start = has_rows ? (int)rows[b] : start, row_new = has_rows ? (int)rows[B + b] : T;
@@ -245,16 +341,32 @@ extern "C" __global__ void cached_attention(const float* qkv, int T, int C, int 
     }
     float total = block_sum(local_sum, scratch);  // its barriers also publish score[]
 
+    // weights x V: warp w takes positions w, w + ATT_WARPS, ..., its lanes the head's dims (a
+    // V row read 32 consecutive floats at a time); the warps' partial sums meet in shared
+    // memory, and each dim adds its ATT_WARPS partials (a fixed 4, unrolled)
+    int lane = tid % WARP, warp = tid / WARP;
+    float y[MAX_HS / WARP];
+#pragma unroll
+    for (int k = 0; k < MAX_HS / WARP; k++) y[k] = 0.0f;
+    for (int s = warp; s < S; s += ATT_WARPS) {
+        bool fresh = s >= row_start && s < row_start + row_new;
+        if (!has_cache && !fresh) continue;  // weight 0: masked, and no slot to read
+        const float* value = fresh ? first + (long long)(s - row_start) * 3 * C + 2 * C + h * hs
+                                   : v_cache + (head + s) * hs;
+        float weight = score[s];
+#pragma unroll
+        for (int k = 0; k < MAX_HS / WARP; k++)
+            if (lane + k * WARP < hs) y[k] += weight * value[lane + k * WARP];
+    }
+#pragma unroll
+    for (int k = 0; k < MAX_HS / WARP; k++)
+        if (lane + k * WARP < hs) part[warp * hs + lane + k * WARP] = y[k];
+    __syncthreads();
     for (int d = tid; d < hs; d += blockDim.x) {
-        float y = 0.0f;
-        for (int s = 0; s < S; s++) {
-            bool fresh = s >= row_start && s < row_start + row_new;
-            if (!has_cache && !fresh) continue;  // weight 0: masked, and no slot to read
-            const float* value = fresh ? first + (long long)(s - row_start) * 3 * C + 2 * C + h * hs
-                                       : v_cache + (head + s) * hs;
-            y += score[s] * value[d];
-        }
-        out[((long long)b * T + t) * C + h * hs + d] = y / total;
+        float sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < ATT_WARPS; w++) sum += part[w * hs + d];
+        out[((long long)b * T + t) * C + h * hs + d] = sum / total;
     }
 }
 
@@ -267,7 +379,7 @@ __device__ float one_hot(int i, int top_i, bool bad) {
 }
 
 // exp((z - max) / T), the shift in float32 and the division in float64, as the xp path's
-__device__ float tempered(float z, float top, float temperature) {
+__device__ float tempered(float z, float top, double temperature) {
     return expf((float)((double)(z - top) / temperature));
 }
 
@@ -280,19 +392,19 @@ __device__ float tempered(float z, float top, float temperature) {
 //   logit is finite.
 //   probs is written only when has_probs. Outputs are strided (token_stride) so that a
 //   caller can pack a token next to its finite flag in one array.
-extern "C" __global__ void pick_rows(const float* logits, int V, int greedy, float temperature,
+extern "C" __global__ void pick_rows(const float* logits, int V, int greedy, double temperature,
                                      const double* u, double u_scalar, int has_u_array,
                                      float* probs, int has_probs,
                                      long long* tokens, int has_tokens, long long* finite,
                                      int has_finite, int token_stride) {
-    __shared__ float scratch[RED_THREADS + 1];
-    __shared__ double prefix[RED_THREADS + 1];
-    __shared__ int arg[RED_THREADS];
-    int r = blockIdx.x, t = threadIdx.x, n = blockDim.x;
+    __shared__ float scratch[WARP + 1];
+    __shared__ int ids[WARP + 1];
+    __shared__ double partial[WARP], prefix[WARP + 1];
+    int r = blockIdx.x, t = threadIdx.x, n = blockDim.x, warp = t / WARP;
     const float* z = logits + (long long)r * V;
     float* p = probs + (long long)r * V;
 
-    int bad = 0, best_i = V;  // this thread's first largest logit
+    int bad = 0, best_i = V;  // this thread's first largest logit (ids t, t + n, ...: coalesced)
     float best = 0.0f;
     for (int i = t; i < V; i += n) {
         float v = z[i];
@@ -300,53 +412,40 @@ extern "C" __global__ void pick_rows(const float* logits, int V, int greedy, flo
         if (best_i == V || v > best) { best = v; best_i = i; }
     }
     float any_bad = block_max((float)bad, scratch);
-    scratch[t] = best;  // first largest over threads: the largest value, then the lowest id
-    arg[t] = best_i;
-    __syncthreads();
-    if (t == 0) {
-        for (int i = 1; i < n; i++)
-            if (arg[i] < V && (arg[0] == V || scratch[i] > scratch[0] ||
-                               (scratch[i] == scratch[0] && arg[i] < arg[0]))) {
-                scratch[0] = scratch[i];
-                arg[0] = arg[i];
-            }
-    }
-    __syncthreads();
-    int top_i = arg[0];
-    float top = scratch[0];
-    __syncthreads();
+    float top;
+    int top_i = block_argmax(best, best_i, V, scratch, ids, &top);
 
-    // this thread's contiguous chunk of ids, so that the CDF is a prefix over threads
-    int chunk = (V + n - 1) / n, lo = t * chunk, hi = min(V, lo + chunk);
     float local = 0.0f;
     if (!greedy)
-        for (int i = lo; i < hi; i++) local += tempered(z[i], top, temperature);
+        for (int i = t; i < V; i += n) local += tempered(z[i], top, temperature);
     float e_total = greedy ? 1.0f : block_sum(local, scratch);
+    // id i's probability, as the body's: the same expression in every pass below
+    auto prob = [&](int i) {
+        return greedy ? one_hot(i, top_i, any_bad > 0.0f) : tempered(z[i], top, temperature) / e_total;
+    };
+    int lo, hi;  // this warp's run of ids, in order, for the CDF
+    warp_run(V, &lo, &hi);
+    bool cdf = has_tokens && !greedy;
     double mass = 0.0;
-    for (int i = lo; i < hi; i++) {
-        float pi = greedy ? one_hot(i, top_i, any_bad > 0.0f)
-                          : tempered(z[i], top, temperature) / e_total;
-        if (has_probs) p[i] = pi;
-        mass += (double)pi;
-    }
-    if (!has_tokens) {
-        if (t == 0 && has_finite) finite[(long long)r * token_stride] = any_bad > 0.0f ? 0 : 1;
-        return;
-    }
-    block_prefix(mass, prefix);
-    double limit = (has_u_array ? u[r] : u_scalar) * prefix[n];
-    double run = prefix[t];
-    float count = 0.0f;
-    for (int i = lo; i < hi; i++) {
-        float pi = greedy ? one_hot(i, top_i, any_bad > 0.0f)
-                          : tempered(z[i], top, temperature) / e_total;
-        run += (double)pi;
-        if (run <= limit) count += 1.0f;
-    }
-    float below = block_sum(count, scratch);
+    if (has_probs || cdf)
+        for (int i = lo + t % WARP; i < hi; i += WARP) {
+            float pi = prob(i);
+            if (has_probs) p[i] = pi;
+            mass += (double)pi;
+        }
+    double uniform = has_u_array ? u[r] : u_scalar;
+    long long id = 0;
+    if (cdf) {
+        block_prefix(warp_sum_double(mass), partial, prefix);
+        double limit = uniform * prefix[n / WARP];
+        id = (long long)block_sum(count_below(lo, hi, prefix[warp], limit, prob), scratch);
+    } else if (greedy && !(any_bad > 0.0f)) {
+        // a one-hot row's CDF is 0 before top_i and 1 from it: as many ids <= u as the body
+        // counts, without the scan (u >= 1: all V; u < 0 or NaN: none)
+        id = uniform >= 1.0 ? V : (uniform >= 0.0 ? top_i : 0);
+    }  // a row of NaN (greedy, a logit not finite): no cumulative mass is <= u, id 0
     if (t == 0) {
-        long long id = (long long)below;
-        tokens[(long long)r * token_stride] = id < V - 1 ? id : V - 1;
+        if (has_tokens) tokens[(long long)r * token_stride] = id < V - 1 ? id : V - 1;
         if (has_finite) finite[(long long)r * token_stride] = any_bad > 0.0f ? 0 : 1;
     }
 }
@@ -367,10 +466,10 @@ __device__ double residual(const float* p, const float* q, int i) {
 // the round's one transfer, packed.
 extern "C" __global__ void decide_packed(const float* p, const float* q, const long long* x,
                                          const double* u, int k, int V, long long* out) {
-    __shared__ float scratch[RED_THREADS + 1];
-    __shared__ double prefix[RED_THREADS + 1];
+    __shared__ float scratch[WARP + 1];
+    __shared__ double partial[WARP], prefix[WARP + 1];
     __shared__ int first_rejected;
-    int t = threadIdx.x, n_threads = blockDim.x;
+    int t = threadIdx.x, n_threads = blockDim.x, warps = n_threads / WARP, warp = t / WARP;
 
     int bad = 0;
     for (long long i = t; i < (long long)(2 * k + 1) * V; i += n_threads) {
@@ -378,7 +477,7 @@ extern "C" __global__ void decide_packed(const float* p, const float* q, const l
         if (!isfinite(v)) bad = 1;
     }
     float any_bad = block_max((float)bad, scratch);
-    if (t == 0) {
+    if (t == 0) {  // k steps (a round's drafts), not blockDim: a serial rule, first rejection
         int n = k;
         for (int i = 0; i < k; i++) {
             float a = fminf(1.0f, p[(long long)i * V + x[i]] / q[(long long)i * V + x[i]]);
@@ -391,32 +490,28 @@ extern "C" __global__ void decide_packed(const float* p, const float* q, const l
     const float* pn = p + (long long)n * V;
     const float* qn = n < k ? q + (long long)n * V : 0;
 
-    int chunk = (V + n_threads - 1) / n_threads, lo = t * chunk, hi = min(V, lo + chunk);
-    double r_sum = 0.0, p_sum = 0.0;  // this chunk's residual mass, and p_n's
-    for (int i = lo; i < hi; i++) {
+    int lo, hi;  // this warp's run of ids, in order, for the CDF
+    warp_run(V, &lo, &hi);
+    double r_sum = 0.0, p_sum = 0.0;  // this lane's residual mass, and p_n's
+    for (int i = lo + t % WARP; i < hi; i += WARP) {
         r_sum += residual(pn, qn, i);
         p_sum += (double)pn[i];
     }
-    block_prefix(p_sum, prefix);
-    double p_total = prefix[n_threads];
-    __syncthreads();
-    block_prefix(r_sum, prefix);
-    double r_total = prefix[n_threads];
-    bool has_residual = r_total > 0.0;
+    r_sum = warp_sum_double(r_sum);
+    p_sum = warp_sum_double(p_sum);
+    block_prefix(r_sum, partial, prefix);
+    bool has_residual = prefix[warps] > 0.0;
     // the row is r / r_total (or p / p_total); its CDF is the prefix of the same terms
-    double norm = has_residual ? r_total : p_total;
     if (!has_residual) {
-        __syncthreads();
-        block_prefix(p_sum, prefix);
+        __syncthreads();  // every thread has read prefix[warps]
+        block_prefix(p_sum, partial, prefix);
     }
-    double limit = u[k] * (prefix[n_threads] / norm);
-    double run = prefix[t] / norm;
-    float count = 0.0f;
-    for (int i = lo; i < hi; i++) {
-        run += (has_residual ? residual(pn, qn, i) : (double)pn[i]) / norm;
-        if (run <= limit) count += 1.0f;
-    }
-    float below = block_sum(count, scratch);
+    double norm = prefix[warps];
+    double limit = u[k] * (prefix[warps] / norm);
+    auto share = [&](int i) {
+        return (has_residual ? residual(pn, qn, i) : (double)pn[i]) / norm;
+    };
+    float below = block_sum(count_below(lo, hi, prefix[warp] / norm, limit, share), scratch);
     if (t == 0) {
         long long id = (long long)below;
         out[0] = n;

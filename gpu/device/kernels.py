@@ -40,18 +40,35 @@ SOURCE = Path(__file__).with_name("kernels.cu")
 MAX_ROWS = 16  # rows of one fused_linear call
 MAX_S = 1024  # positions one cached_attention call attends to
 MAX_HS = 128  # head size
+# what NVRTC is given (CuPy's RawModule adds its own: -arch=sm_XX for the device at hand,
+# -ftz=true and include paths; tests/twin/test_kernels_compile.py compiles with all of them)
+COMPILE_OPTIONS = (f"-DMAX_ROWS={MAX_ROWS}", f"-DMAX_S={MAX_S}", f"-DMAX_HS={MAX_HS}", "-std=c++17")
 
 
 @dataclass
 class Plan:
     """One kernel launch: its grid and block, its arguments (arrays and NumPy scalars of the
-    kernel's C types), and what the call returns (an output array among the arguments)."""
+    kernel's C types), and what the call returns (an output array among the arguments).
+    `rows`: how many rows the launch computes where its grid does not say (a linear's grid
+    runs over its columns); None where the grid says it."""
 
     name: str
     grid: tuple[int, ...]
     block: tuple[int, ...]
     args: tuple
     result: object
+    rows: int | None = None
+
+    def idle(self) -> bool:
+        # nothing to compute (a zero grid dimension, or no rows): such a plan is never
+        # launched. CuPy would raise every grid dimension to 1, and that block would read
+        # the zero-size inputs, whose device pointer is 0
+        return 0 in self.grid or self.rows == 0
+
+
+class KernelCannot(Exception):
+    """Raised by a plan whose kernel cannot take the call's arguments as they are (an output
+    it would write in place is strided, or of another dtype): the call runs its body."""
 
 
 def kernels_wanted() -> bool:
@@ -93,8 +110,7 @@ def kernel_state() -> str:
 def compiled_module():
     # the RawModule of kernels.cu, compiled once per process by NVRTC (every kernel at once:
     # a compile error shows at the first fused call, not in the middle of a run)
-    options = (f"-DMAX_ROWS={MAX_ROWS}", f"-DMAX_S={MAX_S}", f"-DMAX_HS={MAX_HS}", "-std=c++17")
-    module = ARRAY_MODULE.RawModule(code=SOURCE.read_text(), options=options)
+    module = ARRAY_MODULE.RawModule(code=SOURCE.read_text(), options=COMPILE_OPTIONS)
     module.get_function("fused_linear")  # compiles the module
     return module
 
@@ -120,14 +136,18 @@ def kernels_off(why: str):
 def run_fused(name: str, body: Callable, plan: Callable, *args, **kwargs):
     """One fused operation: `body(*args, **kwargs)` in NumPy mode (or with the kernels off),
     one counted launch of it on the stand-in, the kernel `plan(*args, **kwargs)` describes on
-    a device."""
+    a device -- unless the plan has nothing to compute (`Plan.idle`: its empty outputs, what
+    the body returns too, and no launch) or refuses the call's outputs (`KernelCannot`: the
+    body, on the device)."""
     if counting.state.active:
-        counting.state.launch(f"fused {name}")
         counting.state.quiet += 1
         try:
-            return body(*args, **kwargs)
+            result = body(*args, **kwargs)
         finally:
             counting.state.quiet -= 1
+        if result.size:  # an empty result was computed from nothing: no launch, as Plan.idle
+            counting.state.launch(f"fused {name}")
+        return result
     if not kernels_on():
         return body(*args, **kwargs)
     try:
@@ -135,6 +155,11 @@ def run_fused(name: str, body: Callable, plan: Callable, *args, **kwargs):
     except Exception as error:  # NVRTC's message: kept for kernel_state(), bodies from now on
         turn_off(f"compile failed: {type(error).__name__}: {str(error).strip()[:300]}")
         return body(*args, **kwargs)
-    p = plan(*args, **kwargs)
+    try:
+        p = plan(*args, **kwargs)
+    except KernelCannot:  # an output the kernel cannot write in place: the body writes it
+        return body(*args, **kwargs)
+    if p.idle():  # zero rows or positions: the outputs are empty already, nothing to launch
+        return p.result
     module.get_function(p.name)(p.grid, p.block, p.args)
     return p.result

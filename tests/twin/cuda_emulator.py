@@ -5,8 +5,13 @@ The twin's kernels cannot be run without a GPU, but they can be run as written: 
 harness in which `threadIdx` / `blockIdx` are per-thread variables, `__shared__` memory is
 one static array per kernel (blocks run one after another), and `__syncthreads()` is a
 `std::barrier` across the block's threads. A launch runs the grid's blocks in turn on
-blockDim host threads, taken from a pool started once. What this checks: the kernels' index
-arithmetic, their barriers, their arithmetic and the argument lists gpu/device/fused.py builds
+blockDim host threads, taken from a pool started once. The 32 threads of a warp step together
+through a shuffle (`__shfl_xor_sync` / `__shfl_down_sync` / `__shfl_up_sync` / `__shfl_sync`,
+full mask only): each lane writes its value to an exchange slot, meets the other 31 at the
+warp's own barrier, reads its source lane's slot, and meets them again before the slots are
+reused, so a kernel's warp reductions run as the device runs them. Blocks are whole warps.
+What this checks: the kernels' index arithmetic, their barriers and shuffles, their
+arithmetic and the argument lists gpu/device/fused.py builds
 (each argument's C type is checked against the array's dtype or the scalar's NumPy type).
 What it cannot check: warp timing and the device's own float rounding (compare with a
 tolerance).
@@ -32,6 +37,8 @@ HARNESS = r"""
 #include <barrier>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -44,10 +51,44 @@ thread_local dim3 threadIdx, blockIdx;
 static dim3 blockDim, gridDim;
 static std::barrier<>* block_barrier;
 static void __syncthreads() { block_barrier->arrive_and_wait(); }
+
+// warps: one barrier per warp of the block, and one 8-byte exchange slot per thread
+static const int warpSize = 32;
+static std::vector<std::barrier<>*>* warp_barriers;
+static unsigned long long shuffle_slot[1024];
+static unsigned __activemask() { return 0xffffffffu; }  // every warp of a launch is whole
+
+// the value lane `from(lane)` held, for every lane of the warp at once (lanes whose source is
+// outside the warp keep their own value, as __shfl_down_sync / __shfl_up_sync do)
+template <typename T, typename F> static T shuffle(unsigned mask, T v, F from) {
+    static_assert(sizeof(T) <= sizeof(unsigned long long), "shuffle: 8 bytes at most");
+    if (mask != 0xffffffffu) std::abort();  // only full-warp shuffles are emulated
+    int t = threadIdx.x, lane = t % warpSize, base = t - lane, src = from(lane);
+    std::barrier<>& warp = *(*warp_barriers)[t / warpSize];
+    std::memcpy(&shuffle_slot[t], &v, sizeof(T));
+    warp.arrive_and_wait();  // every lane's value is written
+    T got = v;
+    if (src >= 0 && src < warpSize) std::memcpy(&got, &shuffle_slot[base + src], sizeof(T));
+    warp.arrive_and_wait();  // every lane has read: the slots may be written again
+    return got;
+}
+template <typename T> static T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
+    return shuffle(mask, v, [&](int lane) { return lane ^ lane_mask; });
+}
+template <typename T> static T __shfl_down_sync(unsigned mask, T v, unsigned delta) {
+    return shuffle(mask, v, [&](int lane) { return lane + (int)delta; });
+}
+template <typename T> static T __shfl_up_sync(unsigned mask, T v, unsigned delta) {
+    return shuffle(mask, v, [&](int lane) { return lane - (int)delta; });
+}
+template <typename T> static T __shfl_sync(unsigned mask, T v, int src_lane) {
+    return shuffle(mask, v, [&](int) { return src_lane % warpSize; });
+}
 #define __global__
 #define __device__ static
 #define __shared__ static
 #define SPECDEC_NAN() std::numeric_limits<float>::quiet_NaN()
+#define SPECDEC_NEG_INF() (-std::numeric_limits<float>::infinity())
 #include "KERNELS"
 
 // A pool of host threads, one per CUDA thread of the widest block so far, started once and
@@ -85,12 +126,15 @@ static void worker(int t, long seen) {
 
 static void run_grid(int gx, int gy, int gz, int bx, const std::function<void()>& kernel) {
     std::barrier<> barrier(bx);
+    std::vector<std::barrier<>*> warps;
+    for (int w = 0; w < bx / warpSize; w++) warps.push_back(new std::barrier<>(warpSize));
     {
         std::lock_guard<std::mutex> guard(pool_lock);
         for (; pool_size < bx; pool_size++) std::thread(worker, pool_size, generation).detach();
         gridDim = dim3{(unsigned)gx, (unsigned)gy, (unsigned)gz};
         blockDim = dim3{(unsigned)bx, 1, 1};
         block_barrier = &barrier;
+        warp_barriers = &warps;
         job = &kernel;
         running = bx;
         generation++;
@@ -98,9 +142,11 @@ static void run_grid(int gx, int gy, int gz, int bx, const std::function<void()>
     job_posted.notify_all();
     std::unique_lock<std::mutex> lock(pool_lock);
     job_done.wait(lock, [] { return running == 0; });
+    for (std::barrier<>* warp : warps) delete warp;
 }
 """
 
+WARP = 32  # threads of a warp, the harness's warpSize
 SIGNATURE = re.compile(r'extern "C" __global__ void (\w+)\(([^)]*)\)', re.S)
 POINTERS = {"float": np.float32, "double": np.float64, "long long": np.int64, "bool": np.bool_}
 SCALARS = {"int": (np.int32, ctypes.c_int), "float": (np.float32, ctypes.c_float),
@@ -137,10 +183,11 @@ def compiler() -> str | None:
 class Emulator:
     """gpu/device/kernels.cu built for the host (once per source, in `build_dir`)."""
 
-    def __init__(self, build_dir: Path) -> None:
-        source = SOURCE.read_text()
+    def __init__(self, build_dir: Path, path: Path = SOURCE) -> None:
+        # path: the kernels' source (another file only in the emulator's own tests)
+        source = path.read_text()
         self.signatures = kernel_signatures(source)
-        code = HARNESS.replace("KERNELS", str(SOURCE)) + "".join(
+        code = HARNESS.replace("KERNELS", str(path)) + "".join(
             wrapper(n, a) for n, a in self.signatures.items()
         )
         digest = hashlib.sha1(code.encode() + source.encode()).hexdigest()[:12]
@@ -160,8 +207,15 @@ class Emulator:
         # run the plan's kernel on its (NumPy) arguments, in place
         signature = self.signatures[plan.name]
         assert len(plan.args) == len(signature), f"{plan.name}: argument count"
-        grid = tuple(plan.grid) + (1,) * (3 - len(plan.grid))
-        c_args = [*(ctypes.c_int(g) for g in grid), ctypes.c_int(plan.block[0])]
+        # CuPy launches a zero grid dimension as 1 (it raises every dimension to at least 1),
+        # so a plan over zero rows runs a block here too, as it would on a device
+        grid = tuple(max(1, int(g)) for g in plan.grid) + (1,) * (3 - len(plan.grid))
+        threads = int(plan.block[0])
+        # a block of whole warps: the device runs a partial warp's shuffles with lanes absent
+        assert threads > 0 and threads % WARP == 0, (
+            f"{plan.name}: block {threads} is not whole warps"
+        )
+        c_args = [*(ctypes.c_int(g) for g in grid), ctypes.c_int(threads)]
         for i, (arg, (ctype, pointer)) in enumerate(zip(plan.args, signature, strict=True)):
             where = f"{plan.name} argument {i} ({ctype}{'*' if pointer else ''})"
             if pointer:

@@ -1,0 +1,154 @@
+"""The roofline per kernel (gpu/device/roofline.py) follows the twin's launch plans and the
+kernels' source, and docs/gpu.md shows what it computes now.
+
+No device: these check the arithmetic and its inputs, not the H200's timing."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from gpu.device import roofline
+from gpu.device.backend import xp
+from gpu.device.fused import LINEAR_COLS, linear_plan
+from gpu.device.kernels import SOURCE, Plan
+from tests.twin.test_launch_budget import BUDGET, K
+
+REGENERATE = ".venv/bin/python -m gpu.device.roofline --write-docs"
+SIZES = (roofline.bundled("target"), roofline.GPT2_SMALL)
+
+
+def every_table_launch():
+    # (size, R, launch) of every row of the per-kernel tables
+    for size in SIZES:
+        for R in roofline.TABLE_ROWS:
+            for launch in roofline.table_pass(size, R):
+                yield size, R, launch
+
+
+def test_blocks_and_threads_are_the_plans_grid_and_block():
+    for _, _, launch in every_table_launch():
+        work = roofline.launch_work(launch.plan)
+        assert work.blocks == math.prod(launch.plan.grid), launch.label
+        assert work.threads == math.prod(launch.plan.block), launch.label
+        assert work.kernel == launch.plan.name
+
+
+def test_a_linear_of_a_given_shape_gets_the_grid_its_plan_gives():
+    # 1000 outputs: ceil(1000 / LINEAR_COLS) blocks, whatever the roofline would derive itself
+    x, w = xp.empty((3, 384), dtype=np.float32), xp.empty((384, 1000), dtype=np.float32)
+    plan = linear_plan(x, w)
+    work = roofline.launch_work(plan)
+    assert work.blocks == math.prod(plan.grid) == -(-1000 // LINEAR_COLS)
+    assert work.read >= w.nbytes + x.nbytes and work.written == 3 * 1000 * 4
+    assert work.flops >= 2 * 3 * 384 * 1000
+
+
+def test_a_fused_linear_reads_at_least_its_weight():
+    for size, R, launch in every_table_launch():
+        if launch.plan.name != "fused_linear":
+            continue
+        x, out = launch.plan.args[0], launch.plan.args[-1]
+        weight = x.shape[1] * out.shape[1] * 4  # C_in x N float32
+        work = roofline.launch_work(launch.plan)
+        assert work.read >= weight, f"{size.name}, R = {R}, {launch.label}"
+        assert work.flops >= 2 * R * weight // 4
+
+
+def test_the_serial_chain_of_fused_linear_grows_with_its_input_width():
+    # today's kernel walks C_in / LIN_SLICES weight rows in one thread: the chain grows with
+    # C_in, and so does the serial bound (issue 34 asks for a kernel where it does not)
+    chains = []
+    for C_in in (128, 384, 768, 1536, 3072):
+        plan = linear_plan(xp.empty((1, C_in), np.float32), xp.empty((C_in, 384), np.float32))
+        work = roofline.launch_work(plan)
+        chains.append((work.far, roofline.bounds(work).serial))
+    assert all(a < b for a, b in zip(chains, chains[1:], strict=False)), chains
+
+
+def test_a_launch_costs_its_largest_bound_and_waves_follow_the_sms():
+    for _, _, launch in every_table_launch():
+        work = roofline.launch_work(launch.plan)
+        b = roofline.bounds(work)
+        values = [getattr(b, name) for name in roofline.Bounds.NAMES]
+        assert b.time() == max(values) and getattr(b, b.bound()) == b.time()
+        assert b.launch == roofline.LAUNCH_US and b.time() >= roofline.LAUNCH_US
+        resident = roofline.resident_per_sm(work.kernel, work.threads)
+        assert b.waves == -(-work.blocks // (roofline.SMS * resident))
+        assert b.memory == pytest.approx(
+            (work.read + work.written) / roofline.HBM_BYTES_PER_S * 1e6
+        )
+    # GPT-2's tied output layer: 1,571 blocks of 256 threads at 96 registers, 2 an SM
+    output = roofline.tied_output(roofline.GPT2_SMALL, 1, with_ln=True).plan
+    assert roofline.bounds(roofline.launch_work(output)).waves == -(-1571 // (132 * 2))
+
+
+def test_a_round_makes_the_launches_the_stand_in_counts():
+    # the round is built from the same calls the loop makes: its count is the launch
+    # budget's, counted on the stand-in by tests/twin/test_launch_budget.py
+    (key,) = [name for name in BUDGET if name.startswith(f"speculative k={K}, per full round")]
+    target, draft = roofline.pairs()[0]
+    assert roofline.round_total(target, draft, K).launches == BUDGET[key]
+    step = roofline.step_total(target)
+    assert step.launches == 34  # docs/gpu.md: a decode step of the target is 34 launches
+    assert step.time >= step.launches_only  # no launch is cheaper than its launch bound
+    # a slower far step can only make a serial-bound step slower
+    times = [roofline.step_total(target, ns).time for ns in (100.0, 300.0, 900.0)]
+    assert times == sorted(times) and times[0] < times[-1]
+
+
+def test_every_kernel_of_the_source_has_a_roofline():
+    kernels = set(re.findall(r'extern "C" __global__ void (\w+)', SOURCE.read_text()))
+    assert kernels == set(roofline.WORK) == set(roofline.REGISTERS) == set(roofline.SHARED_BYTES)
+    assert kernels == set(roofline.LOOPS) == set(roofline.CHAINS)
+
+
+def test_the_loops_the_chain_formulas_count_are_still_in_kernels_cu():
+    missing = roofline.missing_loops()
+    assert not missing, (
+        "gpu/device/kernels.cu no longer has these loops, which gpu/device/roofline.py counts "
+        f"in its serial chains: {missing}. Rewrite that kernel's chain formula (and LOOPS, and "
+        f"REGISTERS / SHARED_BYTES from `nvcc --resource-usage`), then run {REGENERATE}"
+    )
+
+
+def test_a_plan_the_roofline_cannot_read_is_refused_with_what_was_wrong():
+    with pytest.raises(ValueError, match="no roofline for kernel 'gelu'"):
+        roofline.launch_work(Plan("gelu", (1,), (32,), (), None))
+    with pytest.raises(ValueError, match="the plan passes 2 arguments, the roofline reads 15"):
+        roofline.launch_work(Plan("fused_linear", (1,), (256,), (1, 2), None))
+    with pytest.raises(ValueError, match=r"a grid of \(6, 0, 1\) launches nothing"):
+        roofline.launch_work(Plan("cached_attention", (6, 0, 1), (128,), (), None))
+    empty = linear_plan(xp.empty((0, 384), np.float32), xp.empty((384, 64), np.float32))
+    with pytest.raises(ValueError, match="zero rows launches nothing"):
+        roofline.launch_work(empty)
+
+
+def test_the_markdown_has_a_table_per_size_and_rows_and_a_row_per_kernel():
+    text = roofline.markdown()
+    tables = text.split("\n\n**")
+    for size in SIZES:
+        for R in roofline.TABLE_ROWS:
+            (table,) = [t for t in tables if t.startswith(f"{size.name}** (") and f"R = {R} (" in t]
+            kernels = {launch.plan.name for launch in roofline.table_pass(size, R)}
+            for kernel in kernels:
+                assert f"| `{kernel}` |" in table, f"{size.name}, R = {R}: no row for {kernel}"
+            assert "| **the pass** |" in table
+    assert {f"`{kernel}`" for kernel in roofline.WORK} <= set(re.findall(r"`\w+`", text))
+    for target, _ in roofline.pairs():
+        assert f"| {target.name} / " in text
+    assert text.count("| | speculative round, k = ") == len(roofline.ROUND_KS) * len(
+        roofline.pairs()
+    )
+    assert "not measured" in text
+
+
+def test_docs_gpu_md_shows_what_the_roofline_computes_now():
+    shown = roofline.docs_section_text(roofline.DOCS.read_text())
+    assert shown == roofline.markdown().strip("\n"), (
+        "docs/gpu.md's roofline tables are not what gpu/device/roofline.py computes now "
+        f"(a kernel, a plan or an assumption changed). Regenerate them: {REGENERATE}"
+    )
