@@ -13,7 +13,7 @@ $(PY):
 # file one at a time (torch alone has thousands: 44 of a fresh install's 104 s here), most of
 # which nothing imports; Python compiles what it imports, on first use (no slower suite here).
 $(VENV)/.stamp-run: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --no-compile -e .
+	$(PY) -m pip install --quiet --no-compile -e '.[fast]'
 	touch $@
 
 # the oracle alone: the core + numpy, scipy, pytest, hypothesis (no torch, no matplotlib)

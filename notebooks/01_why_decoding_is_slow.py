@@ -242,14 +242,17 @@ display(Image(filename=str(path)))
 # `reference/model.py` computes `x @ w + b` and plain attention, as the article writes them.
 # Where OpenBLAS packs a whole weight matrix before a product with a few rows, a pass over
 # T = k + 1 positions costs several one-token passes. `specdec/fast_cpu.py` can compute the same
-# logits in other ways: products cut into blocks that OpenBLAS runs without packing (§1),
-# attention with the long side of the product first, GELU without temporaries, and the
-# output layer in its stored layout; the bench and the demo use it. Same weights, same
-# numbers (checked below, on a verification-shaped pass). Whether a trick also buys speed
-# depends on the CPU, its kernels, the thread count and the shape, so `fast(model)` first
-# times each trick against the plain computation on the model's own shapes, for every row
-# count it serves, and keeps it only where it was faster (`specdec/fast_cpu_plan.py`). The cell
-# prints what it kept on this machine, then what the whole passes cost.
+# logits in other ways: products cut into blocks that OpenBLAS runs without packing (§1), or a
+# compiled loop (numba, where installed) that reads each weight once for every row while the
+# next weights load, attention with the long side of the product first, GELU without
+# temporaries, and the output layer in its stored layout; the bench and the demo use it. Same
+# weights, same numbers (checked below, on a verification-shaped pass). Whether a trick also
+# buys speed depends on the CPU, its kernels, the thread count, the shape, and where the
+# weights are when it runs (a model larger than the CPU's cache streams them from memory at
+# every pass), so `fast(model)` first times whole passes of the model, for every pass size it
+# serves, under each configuration of tricks (plain among them), and keeps the fastest for
+# each size (`specdec/fast_cpu_plan.py`). The cell prints what it kept on this machine, then
+# what the whole passes cost.
 #
 # v(T) need not grow steadily with T. BLAS kernels work on a fixed number of rows at a time,
 # so a T that leaves a part-filled group costs nearly what the next full group costs. The

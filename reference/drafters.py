@@ -54,12 +54,7 @@ from reference.checks import (
 )
 from reference.kv_cache import KVCache, catch_up_tokens
 from reference.model import GPT, causal_placement
-from reference.sampling import (
-    SamplingParams,
-    check_sampling,
-    probabilities_unchecked,
-    sample_token_unchecked,
-)
+from reference.sampling import SamplingParams, check_sampling, draw_token
 
 
 @dataclass(frozen=True)
@@ -272,8 +267,7 @@ class ModelDrafter(Drafter):
                 return Draft(tokens[:i], q[:i])  # a shorter round: the target takes over
             # the library's own rows: logits of its own model (finite, checked in `step`), so
             # the per-token checks of `probabilities` and `sample_token` are skipped
-            q[i] = probabilities_unchecked(logits, sampling)
-            tokens[i] = sample_token_unchecked(q[i], rng)  # x_i ~ q_i(. | context, x_1..x_{i-1})
+            tokens[i] = draw_token(logits, sampling, rng, q[i])  # x_i ~ q_i(. | context, x_<i)
             if i < k - 1:
                 logits = self.step(tokens[i : i + 1])
                 self._fed_drafts += 1

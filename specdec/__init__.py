@@ -12,7 +12,8 @@
     bundled.py    the trained pair that ships in models/
     standins.py   untrained stand-in models (a random target, a noisy draft)
     fast_cpu.py   the opt-in CPU fast path of the model
-    fast_cpu_plan.py  which of its tricks pay on this machine: measured, then chosen
+    fast_cpu_plan.py  which of its tricks pay on this machine: whole passes measured, then chosen
+    fast_cpu_compiled.py  the few-row product and LayerNorm as compiled loops (numba, optional)
     fast_cpu_report.py  what each trick buys here (`python -m specdec.fast_cpu_report`)
     roofline.py   where a verification pass spends its time, against its bytes and FLOPs
     typical.py    typical acceptance against exact tree verification: speed and law

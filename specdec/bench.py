@@ -115,6 +115,10 @@ class BenchReport:
     # and keeps the fast path's measured choices (specdec/fast_cpu_plan.py TrickPlan per model)
     plain_costs: CostProfile | None = None
     plans: dict = field(default_factory=dict)
+    # the floor of each pass, T -> seconds (specdec/roofline.py), and the two measured rates
+    # it comes from, as words; empty where not measured
+    floors: dict = field(default_factory=dict)
+    rates_text: str = ""
 
     def best(self, temperature: float) -> BenchPoint:
         return max(
@@ -412,22 +416,43 @@ def by_position_text(rates: list[float]) -> str:
     return " ".join("-" if r != r else f"{r:.2f}" for r in rates)
 
 
+def floor_lines(report: BenchReport) -> list[str]:
+    # each measured pass beside its floor: how far the pass is from what its bytes and FLOPs
+    # need on this machine, and the v(T) the floors alone would give
+    c, floors = report.costs, report.floors
+    Ts = [T for T in sorted(c.target_append) if T in floors]
+    if not Ts:
+        return []
+    return [
+        f"- the floor of a pass (specdec/roofline.py: per product max(bytes / bandwidth, FLOPs "
+        f"/ peak), {report.rates_text}): floor(1) = {floors[1] * 1e3:.2f} ms; measured / floor: "
+        + ", ".join(f"T={T} {c.target_append[T] / floors[T]:.2f}" for T in Ts)
+        + "; v at the floors: "
+        + ", ".join(f"v({T})={floors[T] / floors[1]:.2f}" for T in Ts),
+    ]
+
+
 def fast_path_lines(report: BenchReport) -> list[str]:
-    # the fast path against the plain model on this machine, and the tricks it kept
+    # the fast path against the plain model on this machine, at every pass size profiled, and
+    # the configurations it kept
     fast, plain = report.costs, report.plain_costs
     if plain is None:
         return []
     T = max(fast.target_append)
-    pass_ratio = plain.target_append[T] / fast.target_append[T]
-    step_ratio = plain.target_step / fast.target_step
+    ratios = {t: plain.target_append[t] / fast.target_append[t] for t in sorted(fast.target_append)}
     draft_ratio = plain.draft_step / fast.draft_step
-    slower = [name for name, r in (("step", step_ratio), ("pass", pass_ratio)) if r < 1]
+    slower = [f"T={t}" for t, r in ratios.items() if r < 1] + (["draft"] if draft_ratio < 1 else [])
     lines = [
         f"- the same profile of the plain model (`--plain`): target step "
         f"{plain.target_step * 1e3:.2f} ms, draft step {plain.draft_step * 1e3:.3f} ms, "
-        f"v({T})={plain.verify_cost(T):.2f}; plain / fast: target step {step_ratio:.2f}x, "
-        f"{T}-row pass {pass_ratio:.2f}x, draft step {draft_ratio:.2f}x"
-        + (f" (the fast path was SLOWER here: {', '.join(slower)})" if slower else ""),
+        f"v({T})={plain.verify_cost(T):.2f}; plain / fast, every pass size: "
+        + ", ".join(f"T={t} {r:.2f}x" for t, r in ratios.items())
+        + f", draft step {draft_ratio:.2f}x"
+        + (
+            f" (the fast path was SLOWER here: {', '.join(slower)})"
+            if slower
+            else " (the fast path was not slower at any)"
+        ),
     ]
     for name, plan in report.plans.items():
         lines += ["", f"Fast path, {name} model: " + describe_plan(plan).rstrip()]
@@ -448,13 +473,11 @@ def json_report(report: BenchReport, machine: dict, command: str, status: str) -
         }
 
     def kept(plan) -> dict:
+        # configuration -> the pass sizes it was chosen for (specdec/fast_cpu_plan.py)
         rows: dict[str, list[int]] = {}
-        for t in plan.timings:
-            key = f"{t.trick} {'x'.join(map(str, t.shape))}"
-            rows.setdefault(key, [])
-            if t.kept:
-                rows[key].append(t.rows)
-        return {key: row_ranges(r) for key, r in rows.items()}
+        for T, config in sorted(plan.chosen.items()):
+            rows.setdefault(config, []).append(T)
+        return {config: row_ranges(r) for config, r in rows.items()}
 
     points = [
         {
@@ -487,6 +510,7 @@ def json_report(report: BenchReport, machine: dict, command: str, status: str) -
         "costs": profile(report.costs),
         "plain_costs": profile(report.plain_costs),
         "fast_path_kept_rows": {name: kept(plan) for name, plan in report.plans.items()},
+        "floors_s": {str(T): f for T, f in sorted(report.floors.items())},
         "points": points,
         "transformers_rows": report.transformers_rows,
     }
@@ -514,6 +538,7 @@ def markdown_report(report: BenchReport, machine: str, command: str) -> str:
         f"draft step: {c.draft_step * 1e3:.3f} ms; c = {c.c:.3f}",
         "- verification cost v(T) = time(T new positions) / time(1): "
         + ", ".join(f"v({T})={c.verify_cost(T):.2f}" for T in sorted(c.target_append)),
+        *floor_lines(report),
         *fast_path_lines(report),
         "",
         "Speed of the decode phase (after the prompt's prefill, which both methods do once, "

@@ -9,17 +9,19 @@ tests/unit/test_fast_cpu.py holds it to the plain model's logits.
 
 Which tricks pay depends on the machine: with OpenBLAS's SkylakeX kernels the blocked few-row
 product makes an 8-row pass several times cheaper; with its Haswell kernels (AVX2 laptops) the
-same product can be slower than `x @ W`. So `fast(model)` measures before it chooses: each
-trick is timed against the plain computation on the model's own shapes, for every row count
-it serves, and kept only where it measured faster (`TrickPlan`, cached for the process per
-shape, kernel and thread count). `fast(model, tricks="all")` forces every trick (the parity
-tests), `tricks="none"` none; `describe_plan` prints what was chosen and why.
+same product is slower than `x @ W`. So `fast(model)` measures before it chooses: whole passes
+of the model, for every pass size it serves, under each configuration of tricks, plain
+included, with the weights as cold as the loop leaves them; each pass size keeps its fastest
+(`TrickPlan`, specdec/fast_cpu_plan.py, cached for the process per shape, kernel and thread
+count). `fast(model, tricks="all")` forces every trick (the parity tests), `tricks="none"`
+none; `describe_plan` prints what was chosen and why.
 
-It can never go stale: it keeps no copy of any weight. Each linear weight is stored once,
-as a transposed contiguous array [C_out, C_in], and `params[name]` is a view of it with the
-checkpoint's shape [C_in, C_out]; every call reads `params` afresh. Editing a weight in place
-(`params[name] *= 0.5`) edits the only copy, and replacing one (`params[name] = w`) is seen
-by the next call (then without the layout, so slower, but right).
+It can never go stale. Each linear weight is kept in two layouts: `params[name]`, the
+checkpoint's [C_in, C_out] (what a one-row step and BLAS's own products read fastest), and its
+transpose [C_out, C_in] (what the sliced product reads), and both are read-only, so editing a
+weight in place (`params[name] *= 0.5`) is refused by NumPy ("assignment destination is
+read-only") instead of leaving the other layout behind. Replacing one (`params[name] = w`) is
+seen by the next call: the transposed layout is made again from the new array.
 """
 
 from __future__ import annotations
@@ -31,7 +33,15 @@ import numpy as np
 
 from reference.config import GPTConfig
 from reference.model import GPT, attention, causal_mask, gelu
-from specdec.fast_cpu_plan import FEW_ROWS, MANY_ROWS, Candidate, TrickPlan, measure_plan
+from specdec import fast_cpu_compiled
+from specdec.fast_cpu_plan import (
+    COMPILED_CONFIGS,
+    CONFIGS,
+    FEW_ROWS,
+    MANY_ROWS,
+    TrickPlan,
+    measure_plan,
+)
 
 # FEW_ROWS (16): from 2 up to this many rows a linear layer may take the sliced path
 # (verification appends k+1 <= 9 rows for the k this project sweeps; prefill and one-row
@@ -128,18 +138,45 @@ class FastGPT(GPT):
         self, config: GPTConfig, params: dict[str, np.ndarray], plan: TrickPlan | None = None
     ) -> None:
         super().__init__(config, params)
+        self.transposed: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # name -> (w, w.T copy)
         for name, w in self.params.items():
             if is_linear_weight(name, w):
-                # one copy, laid out [C_out, C_in]; params[name] is its transposed view
-                self.params[name] = np.ascontiguousarray(w.T).T
-        self.plan = measure_plan(candidates(self)) if plan is None else plan
+                self.params[name] = read_only(np.array(w, dtype=np.float32, order="C"))
+                self.transposed_weight(name)
+        self.plan = measure_passes(self) if plan is None else plan
+
+    def transposed_weight(self, name: str) -> np.ndarray:
+        # params[name] [C_in, C_out] -> its read-only [C_out, C_in] copy, made again when the
+        # array under `name` was replaced (an identity test: one dict lookup a call)
+        w = self.params[name]
+        laid_out = self.transposed.get(name)
+        if laid_out is None or laid_out[0] is not w:
+            laid_out = (w, read_only(np.ascontiguousarray(w.T)))
+            self.transposed[name] = laid_out
+        return laid_out[1]
 
     def linear(self, x: np.ndarray, name: str) -> np.ndarray:
         w, b = self.params[name + ".weight"], self.params[name + ".bias"]
         T = x.shape[0]
         if 1 < T <= FEW_ROWS and self.plan.uses("linear", w.shape, T):
-            return linear_few_rows(x, w.T, b)  # w.T: the stored [C_out, C_in] array
-        return x @ w + b  # one row, a prefill, or where slices measured no faster
+            return linear_few_rows(x, self.transposed_weight(name + ".weight"), b)
+        if 1 < T <= FEW_ROWS and self.plan.uses("compiled", w.shape, T):
+            if fast_cpu_compiled.fits(w.shape[1]):
+                return fast_cpu_compiled.few_rows_product(
+                    x, self.transposed_weight(name + ".weight"), b
+                )
+        return x @ w + b  # one row, a prefill, or where neither measured faster
+
+    def norm(self, x: np.ndarray, name: str) -> np.ndarray:  # [..., C] -> [..., C]
+        rows = x.shape[-2] if x.ndim > 1 else 1
+        if self.plan.uses("compiled_norm", x.shape[-1:], rows) and fast_cpu_compiled.AVAILABLE:
+            P, eps = self.params, self.config.layer_norm_epsilon
+            flat = x.reshape(-1, x.shape[-1])
+            out = fast_cpu_compiled.layer_norm_rows(
+                flat, P[name + ".weight"], P[name + ".bias"], eps
+            )
+            return out.reshape(x.shape)
+        return super().norm(x, name)
 
     def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=None) -> np.ndarray:
         # q [..., nh, T, hs]: the plan was measured on causal passes of T rows; a tree's or a
@@ -162,70 +199,46 @@ class FastGPT(GPT):
         return h @ wte.T
 
 
-def candidates(model: FastGPT) -> list[Candidate]:
-    # -> [(trick, shape, rows, plain call, fast call)] for every choice the model needs:
-    # what measure_plan times (specdec/fast_cpu_plan.py)
-    cfg, P = model.config, model.params
+def read_only(w: np.ndarray) -> np.ndarray:
+    w.flags.writeable = False
+    return w
+
+
+def measure_passes(model: FastGPT, repeats: int = 7) -> TrickPlan:
+    """The model's plan: its whole passes timed on this machine under each configuration of
+    tricks (specdec/fast_cpu_plan.py), after a cached context of half its window, with every
+    weight read before each timed pass."""
+    cfg = model.config
+    S = min(cfg.n_ctx // 2, cfg.n_ctx - MANY_ROWS)  # a cache half full, room for a prefill
     rng = np.random.default_rng(0)
-    out = []
+    context = rng.integers(0, cfg.n_vocab, size=max(S, 0))
+    new = rng.integers(0, cfg.n_vocab, size=MANY_ROWS)
+    plans = {config: TrickPlan.fixed(config) for config in CONFIGS}
+    measured = getattr(model, "plan", None)  # None while the model is being built
+    model.plan = plans["all"]
+    cache = model.new_cache()
+    if len(context):
+        model.forward(context, cache)
+        cache.commit(len(context))
 
-    def rows(T: int, width: int) -> np.ndarray:
-        return rng.standard_normal((T, width), dtype=np.float32)
+    def run_pass(config: str, T: int) -> None:
+        model.plan = plans[config]
+        try:
+            model.forward(new[: min(T, cache.capacity - len(context))], cache)
+        finally:
+            cache.rollback()
 
-    # one layer's weights stand for every layer (all layers have the same shapes)
-    for name in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"):
-        w, b = P[f"h.0.{name}.weight"], P[f"h.0.{name}.bias"]  # w: the [C_in, C_out] view
-        for T in range(2, FEW_ROWS + 1):
-            x = rows(T, w.shape[0])
-            out.append(
-                (
-                    "linear",
-                    tuple(w.shape),
-                    T,
-                    lambda x=x, w=w, b=b: x @ w + b,
-                    lambda x=x, w=w, b=b: linear_few_rows(x, w.T, b),
-                )
-            )
-    nh, hs = cfg.n_head, cfg.head_size
-    S = max(cfg.n_ctx // 2, FEW_ROWS + 1)  # a cache half full: typical of a generation
-    for T in [*range(1, FEW_ROWS + 1), MANY_ROWS]:
-        S_T = min(S, cfg.n_ctx) if T <= FEW_ROWS else min(T, cfg.n_ctx)  # a prefill: S = T
-        T_eff = min(T, S_T)
-        q = rng.standard_normal((nh, T_eff, hs), dtype=np.float32)
-        k = rng.standard_normal((nh, S_T, hs), dtype=np.float32)
-        v = rng.standard_normal((nh, S_T, hs), dtype=np.float32)
-        out.append(
-            (
-                "attention",
-                (nh, hs),
-                T,
-                lambda q=q, k=k, v=v: attention(q, k, v),
-                lambda q=q, k=k, v=v: attention_keys_first(q, k, v),
-            )
-        )
-        x = rows(T, 4 * cfg.n_embd)
-        out.append(
-            (
-                "gelu",
-                (4 * cfg.n_embd,),
-                T,
-                lambda x=x: gelu(x),
-                lambda x=x: gelu_by_products(x),
-            )
-        )
-    wte = P["wte.weight"]  # [V, C]
-    for T in range(2, FEW_ROWS + 1):
-        h = rows(T, cfg.n_embd)
-        out.append(
-            (
-                "logits",
-                tuple(wte.shape),
-                T,
-                lambda h=h, wte=wte: h @ wte.T,
-                lambda h=h, wte=wte: logits_few_rows(h, wte),
-            )
-        )
-    return out
+    def touch() -> float:  # reads every byte of every weight (and layout) of the model
+        arrays = [*model.params.values(), *(t for _, t in model.transposed.values())]
+        return sum(float(np.add.reduce(a, axis=None)) for a in arrays)
+
+    configs = tuple(c for c in CONFIGS if c not in COMPILED_CONFIGS or fast_cpu_compiled.AVAILABLE)
+    note = f"compiled loop for {fast_cpu_compiled.compiled_for()}"
+    try:
+        return measure_plan(run_pass, touch, ("FastGPT", repr(cfg)), repeats, configs, note)
+    finally:
+        if measured is not None:
+            model.plan = measured
 
 
 TRICK_CHOICES = ("measure", "all", "none")
@@ -240,5 +253,7 @@ def fast(model: GPT, tricks: str = "measure") -> FastGPT:
     if tricks not in TRICK_CHOICES:
         raise ValueError(f"tricks must be one of {TRICK_CHOICES}, got {tricks!r}")
     forced = {"all": TrickPlan.all_tricks(), "none": TrickPlan.no_tricks()}.get(tricks)
-    params = {name: w.copy() for name, w in model.params.items()}
+    # FastGPT copies the linear weights into its own read-only layouts; the rest is copied
+    # here, so that the two models share nothing
+    params = {n: w if is_linear_weight(n, w) else w.copy() for n, w in model.params.items()}
     return FastGPT(model.config, params, forced)

@@ -1,23 +1,36 @@
-"""Which tricks of the CPU fast path pay on this machine: measured, then chosen.
+"""Which tricks of the CPU fast path pay on this machine: whole passes measured, then chosen.
 
 A trick of `specdec/fast_cpu.py` is a different way to compute the same numbers; whether it is
 faster depends on the BLAS kernels the machine runs (SkylakeX, Haswell, Zen, ...), on the
-number of threads and on the shape. So before a `FastGPT` uses one, `measure_plan` times it
-against the plain computation on the model's own shapes, for every row count T it serves,
-and keeps it only where it was faster. The calls to time come from the fast path itself
-(`candidates(model)` in specdec/fast_cpu.py, beside the tricks): this file times and
-chooses, and imports nothing of the fast path.
+number of threads, on the shapes, and on where the weights are when it runs. That last one is
+why a trick is never timed alone: a product repeated on one weight matrix finds that matrix in
+the cache, while inside a model whose weights exceed the CPU's last-level cache every pass
+streams them from memory. A trick that won alone could then lose in the model (issue 33: the
+sliced product on Haswell kernels, 0.90x for a whole 8-row pass).
 
-    trick       serves                                  plain computation
-    linear      2..FEW_ROWS rows, per weight shape      x @ w + b
-    attention   1..FEW_ROWS new rows, and a prefill     reference.model.attention
-    gelu        1..FEW_ROWS rows, and a prefill         reference.model.gelu
-    logits      2..FEW_ROWS rows                        h @ wte^T
+So `measure_plan` times what the model runs: whole passes of T new rows, for every T the fast
+path serves, under each configuration of tricks (`CONFIGS`, "plain" among them), with every
+weight of the model read between two timed passes so that each pass finds the weights as
+cold as the loop leaves them (the draft model and the sampling run between two verification
+passes). For each T the fastest configuration is kept, so the fast path is never slower than
+the plain computations by more than the timing noise. The calls to time come from the fast
+path (`measure_passes(model)` in specdec/fast_cpu.py): this file times and chooses, and
+imports nothing of the fast path.
 
-Each figure is the fastest of `repeats` calls, plain and fast alternating (other work on the
-machine can only add time, so the minimum depends least on it). A measurement is cached for
-the process by what it depends on (trick, shape, rows, BLAS kernel, threads), so a second
-model of the same shapes, or a second `fast(...)` of the same model, costs nothing.
+    trick       what it replaces                        where (specdec/fast_cpu.py)
+    linear      x @ w + b (2..FEW_ROWS rows)            linear_few_rows
+    compiled    x @ w + b (2..FEW_ROWS rows)            few_rows_product (numba; optional)
+    compiled_norm  reference.model.layer_norm           layer_norm_rows (numba)
+    attention   reference.model.attention               attention_keys_first
+    gelu        reference.model.gelu                    gelu_by_products
+    logits      h @ wte^T (2..FEW_ROWS rows)            logits_few_rows
+
+Each figure is the fastest of `repeats` passes, the configurations and row counts taking
+turns: other work on the machine can only add time, and the cold weights are the same at
+every repeat, so the fastest is the pass least disturbed (medians of 5 let a busy machine
+pick BLAS's 8-row product over the compiled one in one run of three). A plan is cached for
+the process by what it depends on (the model's shapes, the BLAS kernel, threads), so a second
+model of the same shapes, or a second `fast(...)` of the same model, measures nothing.
 """
 
 from __future__ import annotations
@@ -28,12 +41,26 @@ from dataclasses import dataclass, field
 
 from specdec.machine import blas_info
 
-FEW_ROWS = 16  # the fast path serves passes of up to this many new rows (specdec/fast_cpu.py)
+FEW_ROWS = 16  # passes of 1..FEW_ROWS new rows are measured one by one (verification, trees)
 MANY_ROWS = 64  # the row count a prefill is timed at; every T > FEW_ROWS uses its choice
-TRICKS = ("linear", "attention", "gelu", "logits")
-# one choice to measure: (trick, shape, rows T, the plain call, the trick's call), both
-# calls without arguments and giving the same numbers
-Candidate = tuple[str, tuple[int, ...], int, Callable[[], object], Callable[[], object]]
+TRICKS = (
+    "linear",
+    "compiled",
+    "compiled_norm",
+    "attention",
+    "gelu",
+    "logits",
+)
+# the configurations a pass can run: name -> the tricks it uses ("plain": none of them).
+# "all" forces every trick (where two replace x @ w, the sliced product is the one taken)
+CONFIGS = {
+    "plain": frozenset(),
+    "products": frozenset({"attention", "gelu", "logits"}),  # BLAS's own x @ w for linears
+    "all": frozenset({"linear", "attention", "gelu", "logits"}),  # the sliced x @ w
+    # numba's compiled loops (specdec/fast_cpu_compiled.py): the few-row product, LayerNorm
+    "compiled": frozenset({"compiled", "compiled_norm", "attention", "gelu", "logits"}),
+}
+COMPILED_CONFIGS = ("compiled",)  # offered only where numba is installed
 
 
 def rows_key(T: int) -> int:
@@ -42,39 +69,50 @@ def rows_key(T: int) -> int:
 
 
 @dataclass(frozen=True)
-class Timing:
-    """One trick against the plain computation, at one shape and row count."""
+class PassTiming:
+    """One configuration's pass over T new rows: the fastest of the repeats, weights cold."""
 
-    trick: str  # one of TRICKS
-    shape: tuple[int, ...]  # linear (C_in, C_out); attention (nh, hs, S); gelu (width,);
-    #                         logits (V, C)
+    config: str  # a key of CONFIGS
     rows: int  # T new rows (MANY_ROWS stands for every T > FEW_ROWS)
-    plain_s: float  # fastest of the repeats, seconds
-    fast_s: float
+    seconds: float
 
-    @property
-    def kept(self) -> bool:
-        return self.fast_s < self.plain_s
+
+def fastest_configs(timings) -> dict[int, str]:
+    # rows -> the configuration of least time at that row count ("plain" on a tie: a trick
+    # has to be faster to be used)
+    best: dict[int, PassTiming] = {}
+    for t in sorted(timings, key=lambda t: t.config != "plain"):  # plain first
+        if t.rows not in best or t.seconds < best[t.rows].seconds:
+            best[t.rows] = t
+    return {rows: t.config for rows, t in best.items()}
 
 
 @dataclass(frozen=True)
 class TrickPlan:
-    """What a FastGPT computes the fast way. `uses(trick, shape, T)` is asked on every call,
-    so it is one set lookup. `everything` forces all tricks on (True) or off (False)."""
+    """What a FastGPT computes the fast way, per pass size. `uses(trick, shape, T)` is asked
+    on every call, so it is one set lookup; `shape` is accepted for the callers' sake (one
+    plan serves one model, whose shapes are fixed). `everything` forces all tricks on (True)
+    or off (False)."""
 
-    timings: tuple[Timing, ...] = ()
+    timings: tuple[PassTiming, ...] = ()
     everything: bool | None = None
     machine: str = ""  # the BLAS kernel and threads the timings were taken with
-    kept: frozenset = field(init=False, repr=False, compare=False)
+    chosen: dict = field(init=False, repr=False, compare=False)  # rows -> config name
+    kept: frozenset = field(init=False, repr=False, compare=False)  # {(trick, rows)}
 
     def __post_init__(self) -> None:
-        keys = frozenset((t.trick, t.shape[:2], t.rows) for t in self.timings if t.kept)
-        object.__setattr__(self, "kept", keys)
+        chosen = fastest_configs(self.timings)
+        kept = frozenset((trick, rows) for rows, c in chosen.items() for trick in CONFIGS[c])
+        object.__setattr__(self, "chosen", chosen)
+        object.__setattr__(self, "kept", kept)
 
     def uses(self, trick: str, shape: tuple[int, ...], T: int) -> bool:
         if self.everything is not None:
             return self.everything
-        return (trick, shape[:2], rows_key(T)) in self.kept
+        return (trick, rows_key(T)) in self.kept
+
+    def seconds(self, config: str, rows: int) -> float:
+        return next(t.seconds for t in self.timings if (t.config, t.rows) == (config, rows))
 
     @classmethod
     def all_tricks(cls) -> TrickPlan:
@@ -84,8 +122,16 @@ class TrickPlan:
     def no_tricks(cls) -> TrickPlan:
         return cls(everything=False, machine="every trick forced off")
 
+    @classmethod
+    def fixed(cls, config: str) -> TrickPlan:
+        # one configuration at every pass size (what measure_plan runs while it times)
+        if config not in CONFIGS:
+            raise ValueError(f"config must be one of {tuple(CONFIGS)}, got {config!r}")
+        rows = [*range(1, FEW_ROWS + 1), MANY_ROWS]
+        return cls(tuple(PassTiming(config, T, 0.0) for T in rows), machine=f"{config} forced")
 
-_MEASURED: dict[tuple, Timing] = {}  # (trick, shape, rows, kernel, threads) -> Timing
+
+_MEASURED: dict[tuple, tuple[PassTiming, ...]] = {}  # (model key, kernel, threads) -> timings
 
 
 def blas_setting() -> tuple[str, int]:
@@ -94,37 +140,55 @@ def blas_setting() -> tuple[str, int]:
     return str(info.get("architecture") or "unknown"), int(info.get("num_threads") or 1)
 
 
-def fastest_pair(plain, fast, repeats: int) -> tuple[float, float]:
-    """(plain seconds, fast seconds): the fastest of `repeats` calls each, alternating, after
-    one warm-up call of each."""
-    plain()
-    fast()
-    best_plain = best_fast = float("inf")
+def fastest_pass_seconds(
+    run_pass: Callable[[str, int], None],
+    touch: Callable[[], object],
+    rows: list[int],
+    repeats: int,
+    configs: tuple[str, ...] = tuple(CONFIGS),
+) -> list[PassTiming]:
+    """Fastest seconds of `run_pass(config, T)` for every configuration and T, each pass after
+    `touch()` (which reads every weight of the model: the pass then finds them where a pass
+    of the model left them). Configurations and row counts take turns within each repeat, so
+    a change of load on the machine spreads over all of them."""
+    for config in configs:  # warm-up: a process's first calls of each kind are slower
+        for T in rows:
+            run_pass(config, T)
+    seconds: dict[tuple[str, int], list[float]] = {(c, T): [] for c in configs for T in rows}
     for _ in range(repeats):
-        start = time.perf_counter()
-        plain()
-        middle = time.perf_counter()
-        fast()
-        end = time.perf_counter()
-        best_plain = min(best_plain, middle - start)
-        best_fast = min(best_fast, end - middle)
-    return best_plain, best_fast
+        for T in rows:
+            for config in configs:
+                touch()
+                start = time.perf_counter()
+                run_pass(config, T)
+                seconds[config, T].append(time.perf_counter() - start)
+    return [PassTiming(c, T, min(s)) for (c, T), s in seconds.items()]
 
 
-def measure_plan(candidates: list[Candidate], repeats: int = 7) -> TrickPlan:
-    """Time every trick a model could use against the plain computation, on its shapes and
-    this machine's current BLAS setting; keep the faster. `candidates` are the model's choices
-    (specdec/fast_cpu.py `candidates(model)`). Timings already taken in this process for the
-    same setting are reused."""
+def measure_plan(
+    run_pass: Callable[[str, int], None],
+    touch: Callable[[], object],
+    key: tuple,
+    repeats: int = 7,
+    configs: tuple[str, ...] = tuple(CONFIGS),
+    note: str = "",
+) -> TrickPlan:
+    """Time a model's passes of 1..FEW_ROWS and MANY_ROWS new rows under each configuration
+    it can run (`configs`; `run_pass(config, T)` runs one, `touch()` reads every weight) on
+    this machine's current BLAS setting, and keep the fastest per T. `key` names what the
+    timings depend on besides the BLAS setting (the model's shapes): a plan already measured
+    in this process for the same key, configurations and setting is reused. `note` is added
+    to the plan's description of the machine (what the compiled loop was compiled for)."""
+    if "plain" not in configs or not set(configs) <= set(CONFIGS):
+        raise ValueError(f"configs must include 'plain' and come from {tuple(CONFIGS)}: {configs}")
     kernel, threads = blas_setting()
-    timings = []
-    for trick, shape, T, plain, fast in candidates:
-        key = (trick, shape, T, kernel, threads)
-        if key not in _MEASURED:
-            plain_s, fast_s = fastest_pair(plain, fast, repeats)
-            _MEASURED[key] = Timing(trick, shape, T, plain_s, fast_s)
-        timings.append(_MEASURED[key])
-    return TrickPlan(tuple(timings), machine=f"{kernel} kernels, {threads} BLAS thread(s)")
+    full_key = (key, tuple(configs), kernel, threads)
+    if full_key not in _MEASURED:
+        rows = [*range(1, FEW_ROWS + 1), MANY_ROWS]
+        timings = fastest_pass_seconds(run_pass, touch, rows, repeats, tuple(configs))
+        _MEASURED[full_key] = tuple(timings)
+    machine = f"{kernel} kernels, {threads} BLAS thread(s)" + (f", {note}" if note else "")
+    return TrickPlan(_MEASURED[full_key], machine=machine)
 
 
 def forget_measurements() -> None:
@@ -148,27 +212,31 @@ def row_ranges(rows: list[int]) -> str:
 
 
 def describe_plan(plan: TrickPlan) -> str:
-    """A markdown table: per trick and shape, the row counts where the trick was kept, and
-    plain / fast time at a few row counts (over 1: the trick is faster)."""
-    if plan.everything is not None:
+    """A markdown table: per configuration, the pass sizes it was chosen for, and the plain
+    passes' time over the chosen ones at a few sizes (never under 1: plain is a candidate)."""
+    if plan.everything is not None or not plan.timings:
         return f"fast-path tricks: {plan.machine} (nothing measured)\n"
-    groups: dict[tuple[str, tuple], list[Timing]] = {}
-    for t in plan.timings:
-        groups.setdefault((t.trick, t.shape), []).append(t)
+    by_config: dict[str, list[int]] = {}
+    for rows, config in sorted(plan.chosen.items()):
+        by_config.setdefault(config, []).append(rows)
+    shown = [T for T in (1, 2, 8, 9, FEW_ROWS, MANY_ROWS) if T in plan.chosen]
+
+    def ratio(T: int) -> str:
+        return f"{plan.seconds('plain', T) / plan.seconds(plan.chosen[T], T):.2f}"
+
     lines = [
-        f"Fast-path tricks chosen by measurement ({plan.machine}); plain / fast time, "
-        "over 1 = the trick is faster:",
+        f"Fast path chosen by measuring whole passes, weights cold ({plan.machine}):",
         "",
-        "| trick | shape | kept for rows | plain for rows | plain / fast at T = 2, 8, 16 |",
-        "|---|---|---|---|---|",
+        "| configuration | tricks | chosen for passes of |",
+        "|---|---|---|",
     ]
-    for (trick, shape), ts in groups.items():
-        kept = [t.rows for t in ts if t.kept]
-        plain = [t.rows for t in ts if not t.kept]
-        by_rows = {t.rows: t.plain_s / t.fast_s for t in ts}
-        ratios = ", ".join(f"{by_rows[T]:.2f}" if T in by_rows else "-" for T in (2, 8, 16))
-        shape_text = "x".join(str(s) for s in shape)
-        lines.append(
-            f"| {trick} | {shape_text} | {row_ranges(kept)} | {row_ranges(plain)} | {ratios} |"
-        )
+    for config, rows in by_config.items():
+        tricks = ", ".join(t for t in TRICKS if t in CONFIGS[config]) or "none"
+        lines.append(f"| {config} | {tricks} | {row_ranges(rows)} rows |")
+    lines += [
+        "",
+        "plain pass / chosen pass at "
+        + ", ".join(f"T = {T if T <= FEW_ROWS else f'>{FEW_ROWS}'}: {ratio(T)}" for T in shown)
+        + " (1.00 where plain was kept)",
+    ]
     return "\n".join(lines) + "\n"

@@ -3,7 +3,8 @@
     .venv/bin/python -m specdec.fast_cpu_report            # prints markdown tables
 
 First the machine and what `fast(model)` chose for each model here (specdec/fast_cpu_plan.py:
-each trick kept only where it measured faster), then the tricks forced on, one by one.
+whole passes timed under each configuration of tricks, the fastest kept per pass size), then
+the tricks forced on, one by one.
 
 Each row times the plain computation (reference/model.py) and the fast one (specdec/fast_cpu.py)
 on the shapes the bundled pair really uses, one BLAS thread, median of many calls. The
@@ -16,7 +17,7 @@ import numpy as np
 
 from reference import model as plain
 from reference.tree import TreeShape
-from specdec import fast_cpu
+from specdec import fast_cpu, fast_cpu_compiled
 from specdec.bundled import load_bundled_pair
 from specdec.costs import time_append, time_tree_pass
 from specdec.drafting import TREE_WIDTHS
@@ -40,11 +41,19 @@ def trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float
         x = rng.standard_normal((T, C)).astype(np.float32)
         rows.append(
             (
-                f"target MLP c_fc [{T},{C}]@[{C},{4 * C}]",
+                f"target MLP c_fc [{T},{C}]@[{C},{4 * C}], sliced",
                 median_us(lambda x=x: plain.linear(x, w, b)),
                 median_us(lambda x=x: fast_cpu.linear_few_rows(x, w_t, b)),
             )
         )
+        if fast_cpu_compiled.AVAILABLE:  # the `fast` extra: numba's compiled loop
+            rows.append(
+                (
+                    f"target MLP c_fc [{T},{C}]@[{C},{4 * C}], compiled",
+                    median_us(lambda x=x: plain.linear(x, w, b)),
+                    median_us(lambda x=x: fast_cpu_compiled.few_rows_product(x, w_t, b)),
+                )
+            )
     nh, hs, S = target.config.n_head, target.config.head_size, 400
     q = rng.standard_normal((nh, 5, hs)).astype(np.float32)
     k = rng.standard_normal((nh, S, hs)).astype(np.float32)
@@ -128,7 +137,8 @@ def main() -> None:
     context = np.frombuffer(b"    def area(self):\n        return self.w * self.h\n" * 8, np.uint8)
     context = context.astype(np.int64)[:400]
     with threadpool_limits(limits=1, user_api="blas"):
-        print(f"Machine: {describe_machine().line()}\n")
+        print(f"Machine: {describe_machine().line()}")
+        print(f"Compiled loop (numba): {fast_cpu_compiled.compiled_for()}\n")
         for name, model in (("target", target), ("draft", draft)):
             print(f"**{name}**: " + describe_plan(fast_cpu.fast(model).plan))
         rows = trick_rows(target, draft, np.random.default_rng(0))

@@ -109,10 +109,11 @@ def blas_info() -> dict:
     except ImportError:
         return {}
 
-    for info in threadpool_info():
-        if info.get("user_api") == "blas":
-            return info
-    return {}
+    found = [info for info in threadpool_info() if info.get("user_api") == "blas"]
+    # NumPy's own first: SciPy brings a second OpenBLAS (numba loads SciPy when it compiles),
+    # which the project's products never call
+    found.sort(key=lambda info: "numpy" not in str(info.get("filepath", "")))
+    return found[0] if found else {}
 
 
 def blas_name(info: dict) -> str:

@@ -80,6 +80,13 @@ def machine_rates(model: GPT, repeats: int = 30) -> Rates:
     return Rates(bandwidth, flops, dram)
 
 
+def rates_words(rates: Rates) -> str:
+    return (
+        f"bandwidth {rates.bandwidth / 1e9:.1f} GB/s of one-row products over the target's "
+        f"weights, peak {rates.flops / 1e9:.0f} GFLOP/s of a 1024^3 product, both measured here"
+    )
+
+
 @dataclass
 class Product:
     name: str  # "attn.c_attn", ..., "attention", "logits"

@@ -44,6 +44,7 @@ from specdec.drafting import TREE_DRAFTERS, TREE_WIDTHS
 from specdec.fast_cpu import fast
 from specdec.machine import describe_machine
 from specdec.methods import parse_drafters
+from specdec.roofline import floor_seconds, machine_rates, rates_words
 
 
 def add_parser(sub) -> None:
@@ -113,6 +114,11 @@ def cmd_bench(args) -> int:
     report.min_confidence, report.drafter = args.min_confidence, args.drafter
     report.plain_costs = plain_costs
     report.plans = {} if args.plain else {"target": target.plan, "draft": draft.plan}
+    rates = machine_rates(target)  # the floors' two rates, on this machine now
+    report.rates_text = rates_words(rates)
+    report.floors = {
+        T: floor_seconds(target, T, len(context) + T, rates) for T in costs.target_append
+    }
     n_cells = len(temperatures) * len(ks)
 
     def cell_done(point) -> None:  # rewrite the report after every finished (T, k) cell

@@ -294,12 +294,17 @@ def test_bench_names_the_machine_in_its_report_and_json(tmp_path, capsys):
     for words in (machine.cpu, machine.blas, f"{machine.kernel} kernels", "1 BLAS thread"):
         assert words in header, (words, header)
     assert "the same profile of the plain model" in text
-    assert "Fast path, target model:" in text and "| linear |" in text
+    assert "Fast path, target model:" in text and "| configuration | tricks |" in text
     data = json.loads((tmp_path / "bench.json").read_text())
     assert data["status"] == "complete" and len(data["points"]) == 2
     assert data["machine"]["kernel"] == machine.kernel and data["machine"]["threads"] == 1
     assert set(data["fast_path_kept_rows"]) == {"target", "draft"}
     assert data["plain_costs"]["v"]["3"] > 0
+    # each pass beside its floor (issue 33): the floors are measured, and no pass beats them
+    assert "the floor of a pass" in text and "measured / floor: T=1 " in text
+    floors = {int(T): f for T, f in data["floors_s"].items()}
+    assert set(floors) == {1, 2, 3} and all(f > 0 for f in floors.values())
+    assert floors[1] <= floors[2] <= floors[3]
     # specdec.bench_summary reads the same file into one row per run (README's machine table)
     from specdec.bench_summary import main as summary_main
 

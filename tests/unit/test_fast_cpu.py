@@ -11,7 +11,7 @@ import pytest
 
 from reference import GPT, GPTConfig, ModelDrafter, generate, init_params, speculative_generate
 from reference import model as plain_model
-from specdec import fast_cpu, fast_cpu_plan
+from specdec import fast_cpu, fast_cpu_compiled, fast_cpu_plan
 from specdec.bundled import load_bundled_pair
 from specdec.fast_cpu import FastGPT, fast
 
@@ -135,21 +135,44 @@ def test_linear_few_rows_equals_the_plain_product(C_in, C_out, T):
     np.testing.assert_allclose(got, exact, rtol=0, atol=1e-4)
 
 
-def test_the_fast_model_keeps_one_copy_of_each_weight(plain):
-    """params[name] is a view of the stored [C_out, C_in] layout, not a second copy."""
+def test_the_fast_model_keeps_two_read_only_layouts_of_each_weight(plain):
+    """params[name] is a read-only copy in the checkpoint's [C_in, C_out] layout (what a
+    one-row step reads fastest) and the sliced product reads a read-only transposed copy."""
     quick = fast(plain, tricks="all")
-    w = quick.params["h.0.mlp.c_fc.weight"]
-    assert w.shape == (256, 1024) and w.T.flags.c_contiguous and w.base is not None
-    np.testing.assert_array_equal(w, plain.params["h.0.mlp.c_fc.weight"])
-    assert not np.shares_memory(w, plain.params["h.0.mlp.c_fc.weight"])  # plain untouched
+    name = "h.0.mlp.c_fc.weight"
+    w, w_t = quick.params[name], quick.transposed_weight(name)
+    assert w.shape == (256, 1024) and w.flags.c_contiguous and not w.flags.writeable
+    assert w_t.shape == (1024, 256) and w_t.flags.c_contiguous and not w_t.flags.writeable
+    np.testing.assert_array_equal(w, plain.params[name])
+    np.testing.assert_array_equal(w_t, w.T)
+    assert not np.shares_memory(w, plain.params[name])  # plain untouched
+    assert plain.params[name].flags.writeable, "the plain model's weights stay writable"
 
 
-def test_editing_weights_in_place_cannot_leave_the_fast_path_stale(plain):
-    """`params[name] *= 0.5` on the fast model changes every path at once: its logits equal
-    a plain model built from the edited weights, and greedy speculative decoding still
-    equals greedy autoregressive (a stale copy made them differ before)."""
-    target = fast(plain, tricks="all")
-    draft = fast(plain, tricks="all")
+def test_editing_weights_in_place_is_refused_so_no_layout_goes_stale(plain):
+    """`params[name] *= 0.5` on the fast model would leave the transposed layout behind: NumPy
+    refuses it, and the model still computes the plain model's logits."""
+    quick = fast(plain, tricks="all")
+    for name in ("h.0.attn.c_attn.weight", "h.1.mlp.c_proj.weight"):
+        with pytest.raises(ValueError, match="read-only"):
+            quick.params[name] *= 0.3
+    assert_same_logits_through_a_run(plain, quick, np.arange(30) % 64)
+
+
+def test_replacing_a_weight_is_seen_by_every_path(plain):
+    """`params[name] = new_array` drops the layout but not the numbers: still exact."""
+    quick = fast(plain, tricks="all")
+    name = "h.0.mlp.c_fc.weight"
+    quick.params[name] = np.ascontiguousarray(quick.params[name] * 2.0)
+    edited = GPT(plain.config, {n: w.copy() for n, w in quick.params.items()})
+    assert_same_logits_through_a_run(edited, quick, np.arange(30) % 64)
+    np.testing.assert_array_equal(quick.transposed_weight(name), quick.params[name].T)
+
+
+def test_greedy_speculative_equals_autoregressive_after_a_weight_is_replaced(plain):
+    """A replaced weight changes every path at once: greedy speculative decoding on the fast
+    pair still equals greedy autoregressive decoding (a stale layout made them differ)."""
+    target, draft = fast(plain, tricks="all"), fast(plain, tricks="all")
     prompt = np.arange(6)
 
     def both():
@@ -162,21 +185,10 @@ def test_editing_weights_in_place_cannot_leave_the_fast_path_stale(plain):
 
     before = both()
     for name in ("h.0.attn.c_attn.weight", "h.1.mlp.c_fc.weight", "h.1.mlp.c_proj.weight"):
-        target.params[name] *= 0.3  # in place
+        target.params[name] = target.params[name] * np.float32(0.3)
     ar, spec = both()
     assert spec == ar
     assert ar != before[0], "the edit should change the target's output"
-    edited = GPT(plain.config, {n: w.copy() for n, w in target.params.items()})
-    assert_same_logits_through_a_run(edited, target, np.arange(30) % 64)
-
-
-def test_replacing_a_weight_is_seen_by_every_path(plain):
-    """`params[name] = new_array` drops the layout but not the numbers: still exact."""
-    quick = fast(plain, tricks="all")
-    name = "h.0.mlp.c_fc.weight"
-    quick.params[name] = np.ascontiguousarray(quick.params[name] * 2.0)
-    edited = GPT(plain.config, {n: w.copy() for n, w in quick.params.items()})
-    assert_same_logits_through_a_run(edited, quick, np.arange(30) % 64)
 
 
 # target heads (6) over a long cache; draft heads (2) with S == T (an uncached pass) and S > T
@@ -229,15 +241,16 @@ def test_few_row_outputs_are_in_c_order(bundled, T):
     assert quick.linear(x, "h.0.mlp.c_fc").flags.c_contiguous
 
 
-# ---- the plan: each trick kept only where it measured faster ----
+# ---- the plan: whole passes measured, the fastest configuration kept per pass size ----
 
 
 def test_a_measured_model_equals_the_plain_model_whatever_it_chose(bundled):
-    """Whichever tricks this machine kept, the logits are the plain model's."""
+    """Whichever configurations this machine kept, the logits are the plain model's."""
     model = bundled[0]
     tokens = np.frombuffer(b"def area(self):\n    return self.w * self.h\n" * 3, np.uint8)
     quick = fast(model)
     assert quick.plan.everything is None and quick.plan.timings, "fast() should measure"
+    assert set(quick.plan.chosen) == {*range(1, fast_cpu.FEW_ROWS + 1), fast_cpu.MANY_ROWS}
     assert_same_logits_through_a_run(model, quick, tokens.astype(np.int64))
 
 
@@ -259,26 +272,64 @@ def test_no_tricks_is_the_plain_computation(plain, monkeypatch):
     assert_same_logits_through_a_run(plain, quick, np.arange(40) % 64)
 
 
-def made_up_plan(faster: set[tuple[str, int]]) -> fast_cpu_plan.TrickPlan:
-    """Timings in which the trick wins exactly at the (trick, rows) in `faster`."""
-    timings = []
-    for trick, shape in (("linear", (256, 1024)), ("logits", (64, 256))):
-        for T in range(2, fast_cpu.FEW_ROWS + 1):
-            fast_s = 1.0 if (trick, T) in faster else 3.0
-            timings.append(fast_cpu_plan.Timing(trick, shape, T, 2.0, fast_s))
-    return fast_cpu_plan.TrickPlan(tuple(timings), machine="made up")
+def made_up_plan(seconds) -> fast_cpu_plan.TrickPlan:
+    """Timings from `seconds(config, T)` at every pass size."""
+    rows = [*range(1, fast_cpu.FEW_ROWS + 1), fast_cpu.MANY_ROWS]
+    timings = tuple(
+        fast_cpu_plan.PassTiming(c, T, seconds(c, T)) for c in fast_cpu_plan.CONFIGS for T in rows
+    )
+    return fast_cpu_plan.TrickPlan(timings, machine="made up")
 
 
-def test_the_plan_keeps_a_trick_exactly_where_it_was_faster():
-    plan = made_up_plan({("linear", 2), ("linear", 9), ("logits", 16)})
-    assert plan.uses("linear", (256, 1024), 2) and plan.uses("linear", (256, 1024), 9)
-    assert not plan.uses("linear", (256, 1024), 3)
-    assert not plan.uses("linear", (256, 512), 2), "another shape was never measured"
-    assert plan.uses("logits", (64, 256), 16) and not plan.uses("logits", (64, 256), 2)
-    assert not plan.uses("attention", (4, 64), 1), "an unmeasured trick is never used"
-    table = fast_cpu_plan.describe_plan(plan)
-    assert "| linear | 256x1024 | 2, 9 | 3-8, 10-16 |" in table, table
-    assert "| logits | 64x256 | 16 | 2-15 |" in table, table
+def test_the_plan_keeps_the_fastest_configuration_for_each_pass_size():
+    """Sliced products faster at 8-9 rows only, the other tricks faster everywhere: each pass
+    size runs its fastest configuration, and plain wins a tie (a trick must be faster)."""
+    table = {"plain": 3.0, "products": 2.0, "all": 2.0, "compiled": 2.5}
+
+    def seconds(config, T):
+        return 1.0 if (config, T) in {("all", 8), ("all", 9)} else table[config]
+
+    plan = made_up_plan(seconds)
+    assert plan.chosen[8] == plan.chosen[9] == "all"
+    assert plan.chosen[1] == plan.chosen[2] == plan.chosen[fast_cpu.MANY_ROWS] == "products"
+    assert plan.uses("linear", (256, 1024), 8) and not plan.uses("linear", (256, 1024), 7)
+    assert plan.uses("gelu", (1024,), 40), "a prefill follows the MANY_ROWS bucket"
+    tie = made_up_plan(lambda config, T: 1.0)
+    assert set(tie.chosen.values()) == {"plain"}
+    assert not tie.uses("gelu", (1024,), 1)
+    text = fast_cpu_plan.describe_plan(plan)
+    assert "| all | linear, attention, gelu, logits | 8-9 rows |" in text, text
+    assert "T = 8: 3.00" in text and "T = 2: 1.50" in text, text
+
+
+def test_the_chosen_pass_is_never_slower_than_the_plain_one():
+    """Whatever the timings, the plan's pass at every size is at most the plain pass."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        made = {(c, T): rng.uniform(1, 2) for c in fast_cpu_plan.CONFIGS for T in range(1, 65)}
+        plan = made_up_plan(lambda c, T, made=made: made[c, T])
+        for T, config in plan.chosen.items():
+            assert plan.seconds(config, T) <= plan.seconds("plain", T)
+
+
+def test_the_plan_times_cold_whole_passes_in_turns():
+    """measure_plan reads every weight before each timed pass, and times every configuration
+    at every pass size, taking turns (made-up passes: nothing is run)."""
+    events = []
+    plan = fast_cpu_plan.measure_plan(
+        run_pass=lambda config, T: events.append(("pass", config, T)),
+        touch=lambda: events.append(("touch",)),
+        key=("made up", 1),
+        repeats=2,
+    )
+    timed = [e for i, e in enumerate(events) if e[0] == "pass" and events[i - 1] == ("touch",)]
+    rows = [*range(1, fast_cpu.FEW_ROWS + 1), fast_cpu.MANY_ROWS]
+    assert len(timed) == 2 * len(rows) * len(fast_cpu_plan.CONFIGS)
+    assert {(c, T) for _, c, T in timed} == {(c, T) for c in fast_cpu_plan.CONFIGS for T in rows}
+    n = len(fast_cpu_plan.CONFIGS)
+    assert [e[1] for e in timed[:n]] == list(fast_cpu_plan.CONFIGS), "configurations alternate"
+    assert set(plan.chosen) == set(rows)
+    fast_cpu_plan.forget_measurements()
 
 
 def test_a_fast_model_follows_its_plan(plain, monkeypatch):
@@ -287,13 +338,8 @@ def test_a_fast_model_follows_its_plan(plain, monkeypatch):
     calls = []
     real = fast_cpu.linear_few_rows
     monkeypatch.setattr(fast_cpu, "linear_few_rows", lambda *a: calls.append(1) or real(*a))
-    shapes = {(256, 768), (256, 256), (256, 1024), (1024, 256)}
-    timings = tuple(
-        fast_cpu_plan.Timing("linear", s, T, 2.0, 1.0 if T == 5 else 3.0)
-        for s in shapes
-        for T in range(2, fast_cpu.FEW_ROWS + 1)
-    )
-    quick = FastGPT(plain.config, dict(plain.params), fast_cpu_plan.TrickPlan(timings))
+    plan = made_up_plan(lambda c, T: 1.0 if (c, T) == ("all", 5) else 2.0)
+    quick = FastGPT(plain.config, dict(plain.params), plan)
     quick.forward(np.arange(4))
     assert not calls
     quick.forward(np.arange(5))
@@ -304,13 +350,97 @@ def test_measurements_are_cached_for_the_process(plain, monkeypatch):
     """A second plan for the same shapes and BLAS setting times nothing again."""
     fast(plain)  # measured (or already cached by an earlier test)
     timed = []
-    real = fast_cpu_plan.fastest_pair
-    monkeypatch.setattr(fast_cpu_plan, "fastest_pair", lambda *a: timed.append(1) or real(*a))
+    real = fast_cpu_plan.fastest_pass_seconds
+    monkeypatch.setattr(
+        fast_cpu_plan, "fastest_pass_seconds", lambda *a: timed.append(1) or real(*a)
+    )
     again = fast(plain)
-    assert timed == [], f"the second plan re-timed {len(timed)} calls"
+    assert timed == [], "the second plan re-timed its passes"
     assert again.plan.timings
 
 
 def test_unknown_tricks_option_is_refused(plain):
     with pytest.raises(ValueError, match="tricks must be one of"):
         fast(plain, tricks="some")
+
+
+# ---- the compiled few-row product (numba, the `fast` extra) ----
+
+needs_numba = pytest.mark.skipif(
+    not fast_cpu_compiled.AVAILABLE, reason="numba is not installed (the `fast` extra)"
+)
+
+
+@needs_numba
+@pytest.mark.parametrize("C_in, C_out", [(384, 1152), (1536, 384), (128, 512), (256, 2)])
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 16])
+def test_the_compiled_product_equals_the_plain_product(C_in, C_out, T):
+    rng = np.random.default_rng(C_in + 7 * C_out + T)
+    x = rng.standard_normal((T, C_in), dtype=np.float32)
+    w = rng.standard_normal((C_in, C_out), dtype=np.float32) / np.float32(np.sqrt(C_in))
+    b = rng.standard_normal(C_out, dtype=np.float32)
+    got = fast_cpu_compiled.few_rows_product(x, np.ascontiguousarray(w.T), b)
+    exact = x.astype(np.float64) @ w.astype(np.float64) + b
+    assert got.shape == (T, C_out) and got.dtype == np.float32 and got.flags.c_contiguous
+    np.testing.assert_allclose(got, exact, rtol=0, atol=1e-4)
+
+
+@needs_numba
+def test_a_plan_that_chose_the_compiled_product_runs_it_and_equals_the_plain_model(
+    plain, monkeypatch
+):
+    calls = []
+    real = fast_cpu_compiled.few_rows_product
+    monkeypatch.setattr(
+        fast_cpu_compiled, "few_rows_product", lambda *a: calls.append(1) or real(*a)
+    )
+    quick = FastGPT(plain.config, dict(plain.params), fast_cpu_plan.TrickPlan.fixed("compiled"))
+    quick.forward(np.arange(5))
+    assert len(calls) == 4 * plain.config.n_layer, "every linear of a 5-row pass"
+    calls.clear()
+    quick.forward(np.arange(1))
+    assert not calls, "a one-row step keeps BLAS's product"
+    assert_same_logits_through_a_run(plain, quick, np.arange(40) % 64)
+
+
+def test_without_numba_the_compiled_configuration_is_never_offered(plain, monkeypatch):
+    """The `fast` extra missing: the plan measures the other configurations only, and a plan
+    that names the compiled one falls back to BLAS's product (same logits)."""
+    monkeypatch.setattr(fast_cpu_compiled, "AVAILABLE", False)
+    offered = []
+    real = fast_cpu_plan.measure_plan
+    monkeypatch.setattr(fast_cpu, "measure_plan", lambda *a: offered.append(a[4]) or real(*a))
+    quick = fast(plain)
+    assert offered and "plain" in offered[0]
+    assert not set(offered[0]) & set(fast_cpu_plan.COMPILED_CONFIGS)
+    assert not set(quick.plan.chosen.values()) & set(fast_cpu_plan.COMPILED_CONFIGS)
+    for config in fast_cpu_plan.COMPILED_CONFIGS:
+        forced = FastGPT(plain.config, dict(plain.params), fast_cpu_plan.TrickPlan.fixed(config))
+        assert_same_logits_through_a_run(plain, forced, np.arange(40) % 64)
+
+
+@needs_numba
+@pytest.mark.parametrize("which", [0, 1], ids=["target", "draft"])
+def test_every_compiled_loop_equals_the_plain_model_at_the_bundled_pairs_shapes(bundled, which):
+    """The compiled product and LayerNorm, both on, through a whole run."""
+    model = bundled[which]
+    tokens = np.frombuffer(b"def area(self):\n    return self.w * self.h\n" * 3, np.uint8)
+    quick = FastGPT(model.config, dict(model.params), fast_cpu_plan.TrickPlan.fixed("compiled"))
+    assert_same_logits_through_a_run(model, quick, tokens.astype(np.int64))
+
+
+@needs_numba
+@pytest.mark.parametrize("R, C", [(1, 128), (8, 384), (3, 48)])
+def test_the_compiled_layer_norm_equals_the_plain_one(R, C):
+    rng = np.random.default_rng(R * C)
+    x = rng.standard_normal((R, C), dtype=np.float32) * 3 + 1
+    g, b = rng.standard_normal(C, dtype=np.float32), rng.standard_normal(C, dtype=np.float32)
+    got = fast_cpu_compiled.layer_norm_rows(x, g, b, 1e-5)
+    np.testing.assert_allclose(got, plain_model.layer_norm(x, g, b, 1e-5), rtol=0, atol=2e-5)
+
+
+def test_the_plan_refuses_configurations_without_plain():
+    with pytest.raises(ValueError, match="must include 'plain'"):
+        fast_cpu_plan.measure_plan(lambda c, T: None, lambda: 0, ("k",), 1, ("all",))
+    with pytest.raises(ValueError, match="config must be one of"):
+        fast_cpu_plan.TrickPlan.fixed("turbo")

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from reference import SamplingParams, probabilities, sample_token
-from reference.sampling import GREEDY, top_p_filter
+from reference.sampling import (
+    GREEDY,
+    draw_token,
+    probabilities_unchecked,
+    sample_token_unchecked,
+    top_p_filter,
+)
 
 
 def softmax64(z) -> np.ndarray:
@@ -228,6 +234,26 @@ def test_the_unchecked_draw_is_the_same_draw():
             q = probabilities(row, sampling)
             np.testing.assert_array_equal(probabilities_unchecked(row, sampling), q)
             assert sample_token(q, a) == sample_token_unchecked(q, b)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1e-30, 0.05, 0.8, 1.0, 3.0, 1e6])
+@pytest.mark.parametrize("top_k, top_p", [(None, 1.0), (5, 1.0), (None, 0.8)])
+def test_a_drafters_draw_is_the_unchecked_row_and_draw_bit_for_bit(temperature, top_k, top_p):
+    """draw_token (ModelDrafter's per-token path) writes probabilities_unchecked's row and
+    draws sample_token_unchecked's token from the same uniform -- the same bits, ties and
+    temperatures far below the logit gaps included -- and leaves the generator where they do."""
+    sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
+    z = np.random.default_rng(3).standard_normal((40, 257)).astype(np.float32)
+    z *= np.float32(8.0)
+    z[::5, 7] = z[::5].max(axis=1)  # ties for the top
+    a, b = np.random.default_rng(11), np.random.default_rng(11)
+    for row in z:
+        out = np.full(257, 0.5, dtype=np.float32)  # a row that was not zero before
+        token = draw_token(row, sampling, a, out)
+        q = probabilities_unchecked(row, sampling)
+        assert token == sample_token_unchecked(q, b)
+        assert out.tobytes() == q.tobytes()
+    assert a.random() == b.random()
 
 
 def test_a_draft_model_with_nan_logits_fails_loudly():

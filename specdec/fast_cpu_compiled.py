@@ -1,0 +1,180 @@
+"""The few-row product and LayerNorm as compiled loops (numba, optional).
+
+A verification pass multiplies k+1 <= 16 rows by every weight matrix of the target. The weights
+(43 MB for the bundled target) do not fit a laptop's last-level cache, so the pass's floor is
+the time to stream them once from memory, and the k+1 rows' FLOPs could hide behind that
+stream. BLAS does not do that with a handful of rows: it first copies ("packs") the weight
+matrix, streaming it from memory, and only then computes, from the copy, so a pass pays the
+stream and the arithmetic one after the other (OpenBLAS's Haswell kernels: a whole 8-row pass
+about 1.9 one-row steps; docs/fast-path.md).
+
+`few_rows_product` computes y = x @ w with w stored transposed, [C_out, C_in], reading each
+pair of weight rows from memory once and using it for every row of x while it sits in the L1
+cache: four rows of x times two weight rows make eight running sums, which the compiler keeps
+in vector registers along C_in. Ahead of each pair it asks the CPU to start loading the pair
+`AHEAD` pairs further on (`prefetch`), so that memory works while the arithmetic runs.
+
+`layer_norm_rows` is the plain LayerNorm's written-out sums in one compiled call instead of
+eight NumPy calls: most of a tiny model's one-row step is such calls.
+
+numba compiles each at its first call (about a second; cached on disk after that) for the CPU it
+runs on: AVX2 on a laptop, AVX-512 where there is one (`NUMBA_CPU_NAME=haswell` makes it
+compile for AVX2 anywhere, as `OPENBLAS_CORETYPE=Haswell` does for OpenBLAS). Without numba
+(`pip install specdec-lab[fast]` brings it) `AVAILABLE` is False and the fast path never
+offers the compiled configuration; with it, the plan (specdec/fast_cpu_plan.py) still uses it
+only for the pass sizes where whole passes measured faster.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:
+    import numba
+    from llvmlite import binding, ir
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+except ImportError:  # the `fast` extra is not installed: the fast path runs without it
+    numba = None
+
+AVAILABLE = numba is not None
+ROWS_PER_BLOCK = 4  # rows of x per block of running sums (x is padded to a multiple)
+COLUMNS_PER_BLOCK = 2  # weight rows (output features) per block
+AHEAD = 6  # blocks of weight rows between the one computed and the one prefetched
+CHUNK = 384  # inputs per chunk at most (see few_rows_kernel)
+# (4 x 2 sums and a prefetch distance of 6 pairs, 18 KB at C_in = 384: the fastest of the
+# shapes and distances measured inside whole passes, docs/fast-path.md)
+
+
+def compiled_for() -> str:
+    # the CPU the kernels are compiled for: NUMBA_CPU_NAME, else the host's
+    if not AVAILABLE:
+        return "numba not installed"
+    return numba.config.CPU_NAME or binding.get_host_cpu_name()
+
+
+if AVAILABLE:
+
+    @intrinsic
+    def prefetch(typingctx, matrix, row, column):
+        """Ask the CPU to load the cache line holding matrix[row, column] (a C-contiguous 2-D
+        array; no wait, no fault, nothing returned)."""
+
+        def codegen(context, builder, signature, args):
+            kind_of_array = signature.args[0]
+            array = context.make_array(kind_of_array)(context, builder, args[0])
+            element = cgutils.get_item_pointer(
+                context, builder, kind_of_array, array, [args[1], args[2]]
+            )
+            address = builder.bitcast(element, ir.IntType(8).as_pointer())
+            i32 = ir.IntType(32)
+            kind = ir.FunctionType(ir.VoidType(), [address.type, i32, i32, i32])
+            llvm_prefetch = cgutils.get_or_insert_function(builder.module, kind, "llvm.prefetch.p0")
+            # read (0), keep in the L2 cache (locality 2 of 0..3), data cache (1)
+            builder.call(llvm_prefetch, [address, i32(0), i32(2), i32(1)])
+            return context.get_dummy_value()
+
+        return types.void(matrix, row, column), codegen
+
+    @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", cache=True)
+    def few_rows_kernel(x, w_t, out, chunk):  # [T4, C_in], [C_out, C_in] -> out [T4, C_out]
+        # T4 a multiple of 4, C_out a multiple of 2 (few_rows_product sees to both).
+        # out[t, j] = sum_i x[t, i] w_t[j, i]: eight sums, rows t..t+3 x columns j, j+1, over
+        # C_in in chunks of `chunk` inputs, so that the x rows of a chunk stay in L1 beside
+        # the two weight rows being read (at C_in = 1536 four whole x rows alone fill it)
+        T4, C_in = x.shape
+        C_out = w_t.shape[0]
+        line = 16  # float32 values per 64-byte cache line
+        for i0 in range(0, C_in, chunk):
+            # unsigned bounds: numba then knows every index is >= 0 and drops the check for
+            # negative ones that would keep the compiler from vectorizing the loop
+            start, stop = np.uint64(i0), np.uint64(min(C_in, i0 + chunk))
+            for j in range(0, C_out, 2):
+                ahead = j + 2 * AHEAD  # the pair whose chunk is loaded while this one computes
+                if ahead < C_out:
+                    for e in range(start, stop, line):
+                        prefetch(w_t, ahead, e)
+                        prefetch(w_t, ahead + 1, e)
+                for t in range(0, T4, 4):
+                    s00 = s01 = s10 = s11 = s20 = s21 = s30 = s31 = np.float32(0.0)
+                    for i in range(start, stop):
+                        w0, w1 = w_t[j, i], w_t[j + 1, i]
+                        x0, x1, x2, x3 = x[t, i], x[t + 1, i], x[t + 2, i], x[t + 3, i]
+                        s00 += x0 * w0
+                        s01 += x0 * w1
+                        s10 += x1 * w0
+                        s11 += x1 * w1
+                        s20 += x2 * w0
+                        s21 += x2 * w1
+                        s30 += x3 * w0
+                        s31 += x3 * w1
+                    if i0 == 0:
+                        out[t, j], out[t, j + 1] = s00, s01
+                        out[t + 1, j], out[t + 1, j + 1] = s10, s11
+                        out[t + 2, j], out[t + 2, j + 1] = s20, s21
+                        out[t + 3, j], out[t + 3, j + 1] = s30, s31
+                    else:
+                        out[t, j] += s00
+                        out[t, j + 1] += s01
+                        out[t + 1, j] += s10
+                        out[t + 1, j + 1] += s11
+                        out[t + 2, j] += s20
+                        out[t + 2, j + 1] += s21
+                        out[t + 3, j] += s30
+                        out[t + 3, j + 1] += s31
+        return out
+
+    @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", cache=True)
+    def layer_norm_kernel(x, g, b, eps, out):  # [R, C], [C], [C], float32 -> out [R, C]
+        # g (x - mean) / sqrt(var + eps) + b per row, as reference.model.layer_norm: one call
+        # instead of the eight NumPy calls of the written-out sums (most of a tiny model's step)
+        R, C = x.shape
+        n = np.float32(C)
+        for r in range(R):
+            total = np.float32(0.0)
+            for c in range(C):
+                total += x[r, c]
+            mean = total / n
+            spread = np.float32(0.0)
+            for c in range(C):
+                d = x[r, c] - mean
+                spread += d * d
+            scale = np.float32(1.0) / np.sqrt(spread / n + eps)
+            for c in range(C):
+                out[r, c] = g[c] * ((x[r, c] - mean) * scale) + b[c]
+        return out
+
+
+def layer_norm_rows(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    # [R, C] -> [R, C]: reference.model.layer_norm to float32 rounding, one compiled call
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    return layer_norm_kernel(x, g, b, np.float32(eps), np.empty_like(x))
+
+
+def chunk_width(C_in: int) -> int:
+    # inputs per chunk: all of them up to CHUNK, else the largest divisor of C_in up to CHUNK
+    # that is a whole number of cache lines (C_in itself when there is none)
+    if C_in <= CHUNK:
+        return C_in
+    return next((d for d in range(CHUNK, 15, -16) if C_in % d == 0), C_in)
+
+
+def fits(C_out: int) -> bool:
+    # the kernel pairs the output features: an odd C_out runs BLAS's product instead
+    return AVAILABLE and C_out % COLUMNS_PER_BLOCK == 0
+
+
+def few_rows_product(x: np.ndarray, w_t: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # [T, C_in], w_t = w.T [C_out, C_in] (C-contiguous float32), b [C_out] -> [T, C_out]:
+    # x @ w + b to float32 rounding (the sums run in another order than BLAS's). Rows are
+    # padded with zeros to a multiple of ROWS_PER_BLOCK; the padded rows' outputs are dropped.
+    T, C_in = x.shape
+    T4 = -(-T // ROWS_PER_BLOCK) * ROWS_PER_BLOCK
+    rows = np.zeros((T4, C_in), np.float32)  # a copy even at T4 = T: C order, float32
+    rows[:T] = x
+    out = np.empty((T4, w_t.shape[0]), np.float32)
+    few_rows_kernel(rows, w_t, out, chunk_width(C_in))
+    out = out[:T]
+    out += b
+    return out
