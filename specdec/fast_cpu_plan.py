@@ -140,6 +140,17 @@ def blas_setting() -> tuple[str, int]:
     return str(info.get("architecture") or "unknown"), int(info.get("num_threads") or 1)
 
 
+OUT_OF_THE_RUNNING = 1.5  # a configuration this many times slower than the best is dropped
+FULL_REPEATS = 2  # repeats every configuration runs before any is dropped
+
+
+def still_in_the_running(best: dict[str, float]) -> set[str]:
+    # configuration -> fastest seconds so far at one pass size -> those that could still win:
+    # within OUT_OF_THE_RUNNING of the fastest (the rest would need that much noise to win)
+    fastest = min(best.values())
+    return {c for c, seconds in best.items() if seconds <= OUT_OF_THE_RUNNING * fastest}
+
+
 def fastest_pass_seconds(
     run_pass: Callable[[str, int], None],
     touch: Callable[[], object],
@@ -150,18 +161,25 @@ def fastest_pass_seconds(
     """Fastest seconds of `run_pass(config, T)` for every configuration and T, each pass after
     `touch()` (which reads every weight of the model: the pass then finds them where a pass
     of the model left them). Configurations and row counts take turns within each repeat, so
-    a change of load on the machine spreads over all of them."""
-    for config in configs:  # warm-up: a process's first calls of each kind are slower
-        for T in rows:
+    a change of load on the machine spreads over all of them. After FULL_REPEATS, a
+    configuration far slower than the best at a pass size (`still_in_the_running`) is not
+    timed there again: its fastest so far stands, and cannot win. (That halves the time the
+    bundled target's plan takes; the plain passes of many rows are the slowest of all.)"""
+    for config in configs:  # warm-up: the first calls of each kind (and numba's compile)
+        for T in rows[:2]:
             run_pass(config, T)
     seconds: dict[tuple[str, int], list[float]] = {(c, T): [] for c in configs for T in rows}
-    for _ in range(repeats):
+    running = {T: list(configs) for T in rows}
+    for repeat in range(repeats):
         for T in rows:
-            for config in configs:
+            for config in running[T]:
                 touch()
                 start = time.perf_counter()
                 run_pass(config, T)
                 seconds[config, T].append(time.perf_counter() - start)
+            if repeat + 1 >= FULL_REPEATS:
+                kept = still_in_the_running({c: min(seconds[c, T]) for c in running[T]})
+                running[T] = [c for c in running[T] if c in kept]
     return [PassTiming(c, T, min(s)) for (c, T), s in seconds.items()]
 
 

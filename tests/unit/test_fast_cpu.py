@@ -332,6 +332,14 @@ def test_the_plan_times_cold_whole_passes_in_turns():
     fast_cpu_plan.forget_measurements()
 
 
+def test_a_configuration_far_slower_than_the_best_drops_out():
+    """After the first repeats, a configuration 1.5x slower than the fastest at a pass size
+    is timed no more there (it could not win); one within that stays."""
+    best = {"plain": 3.1, "products": 2.0, "all": 2.8, "compiled": 1.9}
+    assert fast_cpu_plan.still_in_the_running(best) == {"products", "compiled", "all"}
+    assert fast_cpu_plan.still_in_the_running({"plain": 1.0}) == {"plain"}
+
+
 def test_a_fast_model_follows_its_plan(plain, monkeypatch):
     """With a plan that keeps the sliced product at 5 rows only, a 5-row pass takes it and a
     4-row pass does not."""
