@@ -151,30 +151,18 @@ def draw_token(
     logits: np.ndarray, params: SamplingParams, rng: np.random.Generator, out: np.ndarray
 ) -> int:
     # logits [V], known finite, out [V] -> one token id; out receives the row it was drawn
-    # from. The same row as probabilities_unchecked and the same draw, from the same uniform,
-    # as sample_token_unchecked -- bit for bit -- in fewer, cheaper NumPy calls (methods and
-    # in-place ufuncs: no wrappers, no temporaries). A drafter draws one row per draft step,
-    # right after a step that has pushed NumPy's own code and data out of the CPU's caches,
-    # where a small call costs about twice what it costs in a loop of its own, and 3-4x for
-    # the first one after the target's pass (docs/benchmarks.md, "The draft inside the loop").
-    if params.top_k is not None or params.top_p < 1.0 or out.dtype != logits.dtype:
-        out[:] = probabilities_unchecked(logits, params)  # the general path, unchanged
-        return sample_token_unchecked(out, rng)
+    # from: probabilities_unchecked's row and sample_token_unchecked's draw, from the same
+    # uniform. Greedy takes a shortcut, because a drafter draws one row per draft step right
+    # after a step that pushed NumPy's own code and data out of the CPU's caches, where each
+    # small call costs about twice its usual (docs/benchmarks.md, "The draft inside the loop").
     if params.greedy:  # the one-hot row of the argmax, whose draw is the argmax for any u
         token = int(logits.argmax())
         out.fill(0)
         out[token] = 1
         rng.random()  # the uniform sample_token would spend: the stream stays the same
         return token
-    # softmax(z / T) as probabilities_unchecked computes it, in place: shift by the max, divide
-    # in float64 and round to out's dtype. Its second shift is left out: after the first the
-    # max is exactly 0, and z - 0 is z.
-    np.subtract(logits, logits.max(), out=out)
-    with np.errstate(over="ignore"):
-        np.divide(out, np.float64(params.temperature), out=out)
-    np.exp(out, out=out)
-    out /= out.sum()
-    return draw_from_cdf(out.astype(np.float64).cumsum(), rng)  # = cumsum(out, dtype=float64)
+    out[:] = probabilities_unchecked(logits, params)
+    return sample_token_unchecked(out, rng)
 
 
 def check_one_distribution(shape: tuple) -> None:
