@@ -26,6 +26,11 @@ What differs from reference/speculative.py, and why:
   `drafter.observe` (extra heads draft from it), and its pre-norm features of the kept
   positions, device rows, to `drafter.observe_features` (EAGLE drafts from them), as
   prefill does (the reference's `prefill`, run on the twin target).
+* Where every launch of it is a fused kernel (a plain pass of up to 16 rows: no early-exit
+  rows, no extra feature layers), the verification pass is one CUDA graph per (k,
+  catch-up count, sampling), captured at its first round and replayed after one copy of its
+  slot and catch-up tokens and one device write of the drafts (`replayed_verification`,
+  gpu/device/graphs.py); its p, h and x are then the graph's buffers, rewritten each round.
 * A plug-in `verify_fn` or `trace=True` are served too, at the price of more transfers (a
   plug-in decides on host copies; a trace copies every round's p and q rows to the host).
 The loop around the round (prefill, stop rules, statistics, trace) and every result type are
@@ -34,17 +39,21 @@ the reference's.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 import numpy as np
 
-from gpu.device.backend import on_device, to_device, to_host, xp
+from gpu.device.backend import copy_into, on_device, to_device, to_host, xp
+from gpu.device.fused import pick_fits
+from gpu.device.graphs import StepGraph, graphs_on, slot_from
+from gpu.device.kernels import MAX_HS, MAX_ROWS, MAX_S
 from gpu.drafters import ModelDrafter, as_twin_drafter
 from gpu.eagle import EagleDrafter
 from gpu.heads import HeadsDrafter
 from gpu.kv_cache import KVCache
 from gpu.model import GPT, as_twin_model
-from gpu.sampling import probabilities
+from gpu.sampling import pick, probabilities
 from gpu.verification import decide_packed
 from reference.checks import check_clock
 from reference.drafters import (
@@ -117,6 +126,100 @@ def scored_rows(target: GPT, x, k: int, sampling):
     # it) and the output layer, then processed
     h = target.norm(x[-(k + 1) :, -target.config.n_embd :], "ln_f")
     return probabilities(target.logits(h), sampling), h
+
+
+# ---------------------------------------------------------------- the pass as a CUDA graph
+
+MAX_CATCH_UP = 2  # catch-up tokens a graphed pass takes (1, or 2 after a full accept)
+
+
+class VerificationGraph:
+    """The verification pass of one (k, catch-up count, sampling) for one target cache: a
+    graph (gpu/device/graphs.py) whose device array `steps.args` holds, int64,
+    [slot, MAX_CATCH_UP catch-up token places, k drafts]: the pass's first cache slot and its
+    input tokens (args[1 + MAX_CATCH_UP - n_catch_up:]), all read by the kernels at each
+    replay. p [k + 1, V] is allocated once; x and h are the captured pass's own outputs."""
+
+    def __init__(self, k: int, n_vocab: int) -> None:
+        self.steps = StepGraph(1 + MAX_CATCH_UP + k)
+        self.p = xp.zeros((k + 1, n_vocab), dtype=np.float32)
+        self.x = self.h = None  # set by each run of the pass (the capture's, on a device)
+
+
+# target cache -> {(k, n_catch_up, sampling): VerificationGraph}; weak keys: a run's cache
+# lives as long as its run, and its graphs with it
+_verification_graphs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def verification_by_graph(
+    target: GPT, cache: KVCache, context, draft: Draft, sampling, layers
+) -> bool:
+    # True when this round's verification pass can be one captured graph: graphs on, a plain
+    # pass (no early-exit rows to continue, no extra feature layers), rows within the fused
+    # kernels' limits (every launch a kernel), a sampling mode the fused draw serves
+    k, n_catch_up = int(draft.tokens.shape[0]), len(context) - cache.length
+    cfg = target.config
+    return (
+        graphs_on()
+        and draft.shared is None
+        and (layers is None or len(layers) == 1)
+        and k >= 1
+        and 1 <= n_catch_up <= MAX_CATCH_UP
+        and n_catch_up + k <= MAX_ROWS
+        and isinstance(cache, KVCache)
+        and cache.capacity <= MAX_S
+        and cfg.n_embd // cfg.n_head <= MAX_HS
+        and pick_fits(sampling)
+    )
+
+
+def replayed_verification(target: GPT, cache: KVCache, context, draft: Draft, sampling):
+    # -> (x [n_catch_up + k, C], p [k + 1, V], h [k + 1, C], n_catch_up) on the device, as
+    # `target_features` and `scored_rows` compute them, from one replay of this shape's graph
+    # (captured at its first round): the slot and the catch-up tokens in one copy, the drafts
+    # written into the graph's array on the device
+    k = int(draft.tokens.shape[0])
+    new = catch_up_tokens(cache, np.asarray(context))
+    n = len(new)
+    graphs = _verification_graphs.setdefault(cache, {})
+    if (k, n, sampling) not in graphs:
+        graphs[k, n, sampling] = VerificationGraph(k, target.n_vocab)
+    graph = graphs[k, n, sampling]
+    graph.steps.args[1 + MAX_CATCH_UP :] = draft.tokens  # one launch, device to device
+    captured = graph.steps.run is not None or graph.steps.capture(
+        lambda: graphed_pass(target, cache, graph, k, n, sampling)
+    )
+    head = np.zeros(1 + MAX_CATCH_UP, dtype=np.int64)  # [slot, catch-up places]
+    head[0], head[1 + MAX_CATCH_UP - n :] = cache.end, new
+    if not captured:  # the device refused the capture (graphs off from now on): launched
+        copy_into(graph.steps.args[: len(head)], head)
+        pass_rows(target, cache, graph, k, n, sampling, None)
+        return graph.x, graph.p, graph.h, n
+    graph.steps.replay(head)
+    cache.mark_written(n + k)  # the pointer moves the graph's writes: the host's
+    return graph.x, graph.p, graph.h, n
+
+
+def graphed_pass(target: GPT, cache: KVCache, graph: VerificationGraph, k: int, n: int, sampling):
+    # what the graph holds: the pass reading its slot and tokens from the graph's array; the
+    # cache's pointers left as found (the host moves them after each replay)
+    pending = cache.pending
+    try:
+        pass_rows(target, cache, graph, k, n, sampling, graph.steps.args[0:1])
+    finally:
+        cache.pending = pending
+
+
+def pass_rows(target: GPT, cache: KVCache, graph: VerificationGraph, k, n, sampling, slot):
+    # the pass of the n catch-up tokens and k drafts in graph.steps.args -> graph.x, graph.h
+    # and graph.p (the processed rows, written in place: one fused draw with no uniforms);
+    # slot [1] (device): the first slot read from it (a graph's), or None: the host's
+    tokens = graph.steps.args[1 + MAX_CATCH_UP - n :]
+    with slot_from(slot):
+        x = target.residual(tokens, cache)
+    h = target.norm(x[-(k + 1) :, -target.config.n_embd :], "ln_f")
+    pick(target.logits(h), sampling, probs=graph.p)
+    graph.x, graph.h = x, h
 
 
 def proposer(drafter: Drafter) -> Drafter:
@@ -201,10 +304,12 @@ def speculative_round(
     clock.mark("draft")
     # 2. the verification pass, in the reference's two halves: the target's features x of
     # every row it feeds (what an EAGLE drafter reads), then the rows p (and h) that score
-    x, n_catch_up = target_features(
-        target, cache, context, draft.tokens, draft.shared, drafter_feature_layers(drafter)
-    )
-    p, h = scored_rows(target, x, int(draft.tokens.shape[0]), sampling)
+    layers = drafter_feature_layers(drafter)
+    if verification_by_graph(target, cache, context, draft, sampling, layers):  # a replay
+        x, p, h, n_catch_up = replayed_verification(target, cache, context, draft, sampling)
+    else:
+        x, n_catch_up = target_features(target, cache, context, draft.tokens, draft.shared, layers)
+        p, h = scored_rows(target, x, int(draft.tokens.shape[0]), sampling)
     clock.mark("target")
     t_written, d_written = cache.end, cache_span_start(draft_cache)[1]
     v, drafted = settle(p, draft, rng, verify_fn)  # 3. verify, and the round's one transfer

@@ -459,12 +459,15 @@ for name, run in runs.items():
 # round's whole verification (docs/gpu.md, "The fused kernels"). In NumPy mode each runs its
 # *body*, the plain `xp` composition, so the numbers here are the unfused twin's.
 #
-# The next cure is a CUDA graph: record a step's kernels once and replay them with one
+# The next cure is a CUDA graph: record a stretch of kernels once and replay it with one
 # launch. CuPy refuses to record the cuBLAS calls behind its matmuls (cupy/cupy#6290), but a
-# step of up to 16 rows now makes none — its linears are the fused kernels — so a draft step
-# could be recorded whole. Not built yet: a graph replays the same arguments, and today a
-# kernel takes its cache slot as an argument. Nor can a graph span a host sync: the round's
-# one transfer is where any graph ends.
+# pass of up to 16 rows now makes none (its linears are the fused kernels), so the draft's
+# steps 2..k of a round are recorded whole, and so is the target's verification pass
+# (gpu/device/graphs.py). A graph replays the same arguments, so the two kernels that need
+# to know where a step sits in the cache read its slot from a small device array, which the
+# host rewrites with one copy before each replay. No graph can span a host sync: the round's
+# one transfer is where any graph ends. The stand-in below runs them as a device would: a
+# replay counts as one launch.
 #
 # **Launches, counted without a device.** For a model this small, a GPU step is priced by
 # its kernel launches (each costs microseconds, whatever its work), not by its FLOPs. The twin
@@ -489,10 +492,12 @@ assert all(row["hidden_syncs"] == 0 for row in launches.values()), (
 assert launches["ar"]["rounds"] == launches["ar"]["tokens"], "one autoregressive step per token"
 
 # %% [markdown]
-# The speculative loop makes fewer launches per token than the autoregressive one, but not
-# as many times fewer as the tokens a round emits: a round pays for k draft steps as well as
-# one target pass, and the pass makes about as many launches as one autoregressive step.
-# Where one decode step's launches go, by kernel:
+# The speculative loop makes fewer launches per token than the autoregressive one. Without
+# graphs it was not as many times fewer as the tokens a round emits: a round paid for k draft
+# steps as well as one target pass, which makes about as many launches as one autoregressive
+# step. With the draft's steps and the target's pass replayed as two graphs, a round is a
+# few dozen launches (docs/gpu.md, "CUDA graph capture", has the counts both ways).
+# Where one decode step's launches go, by kernel (one step, launched one by one):
 
 # %%
 with counting_launches():  # the stand-in for a device (its arrays are made inside)
@@ -514,8 +519,10 @@ assert step.by_name["fused cached_attention"] == target.config.n_layer, (
 # %% [markdown]
 # Fusing took each loop's launches down about eightfold (docs/gpu.md has the counts before:
 # 290 per autoregressive token, 199 per speculative one), but both loops alike, so their
-# ratio hardly moved. A round of five draft steps and one target pass still costs about
-# three autoregressive steps' launches; a CUDA graph per draft round is what would move it.
+# ratio hardly moved. The graphs moved it: the draft's five steps and the target's pass are
+# two replays, and a round, prefill and the rounds that capture the graphs averaged in,
+# costs about one autoregressive step's launches (the table above). Whether that is time
+# saved on a real device (a replay is not free either) is for the device run.
 #
 # **What the device run records.** `scripts/gpu_check.sh` runs on a machine with an NVIDIA
 # GPU: the device-only tests (`pytest -m gpu`: the fused GELU against the plain function),

@@ -61,6 +61,7 @@ else
   mkdir -p "$OUT"
 fi
 export GPU_CHECK_FUSED_OFF="$OUT/fused_off"  # written by the preflight if the kernels fail
+export GPU_CHECK_GRAPHS_OFF="$OUT/graphs_off"  # ... if a replayed graph failed its check
 rows=() failed=0 stopped=""
 declare -A part_limits=()
 
@@ -97,6 +98,10 @@ step() {  # step PART NAME SECONDS COMMAND...: run under its own limit, log to $
   if [ -f "$GPU_CHECK_FUSED_OFF" ] && [ "${SPECDEC_GPU_FUSED:-1}" != 0 ]; then
     export SPECDEC_GPU_FUSED=0  # the preflight found the fused kernels broken: run unfused
     rows+=("| $part | (kernels) | off | - | - | $(head -c 100 "$GPU_CHECK_FUSED_OFF" | tr '|' '/') |")
+  fi
+  if [ -f "$GPU_CHECK_GRAPHS_OFF" ] && [ "${SPECDEC_GPU_GRAPHS:-1}" != 0 ]; then
+    export SPECDEC_GPU_GRAPHS=0  # the preflight found the graphs broken: launch one by one
+    rows+=("| $part | (graphs) | off | - | - | $(head -c 100 "$GPU_CHECK_GRAPHS_OFF" | tr '|' '/') |")
   fi
 }
 

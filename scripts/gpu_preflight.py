@@ -8,7 +8,11 @@
    sampling uses, each checked against NumPy. Then the fused kernels (gpu/device/kernels.cu,
    compiled by NVRTC), each against its body on the device: a compile error or a wrong number
    does not stop the script -- one line, `KERNELS OFF: <why>`, and the rest of the call runs
-   the unfused twin (SPECDEC_GPU_FUSED=0), which still measures something.
+   the unfused twin (SPECDEC_GPU_FUSED=0), which still measures something. Then each fused
+   kernel is timed against its body at every shape the loops use, and the faster printed
+   and kept (gpu/device/kernel_choice.py); and the draft's steps are captured as a CUDA graph
+   and replayed (gpu/device/graphs.py), which must draft the tokens of the steps one by one
+   (else `GRAPHS OFF: <why>`: pass SPECDEC_GPU_GRAPHS=0 to later calls).
 3. Imports: the packages the later parts use, each imported (version printed); then every
    import of every module the later parts reach -- the test files they name, the oracle's
    files, the bench, this script's plug-in, and the project modules those import, followed
@@ -24,6 +28,7 @@ the launches then run on NumPy, which checks this script and nothing about a dev
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -183,6 +188,95 @@ def fused_kernels() -> None:
             kernels_off(f"{name}: wrong numbers (compared with its body on the device)")
             return
     ok("fused kernels", f"compiled in {compiled:.1f} s; each kernel agrees with its body")
+
+
+def twin_loops(pair=None, new_tokens: int = 12):
+    # -> a run of the twin's loops on a pair (the bundled one by default): an autoregressive
+    # run and a speculative one at k = 5 (1-row steps, 2-row catch-ups, 6- and 7-row
+    # verification passes, the draws and the decision), every draft step launched one by one
+    import numpy as np
+
+    import gpu
+    from gpu.device.graphs import graphs_off
+    from reference.sampling import GREEDY
+    from specdec.bundled import load_bundled_pair
+
+    target_ref, draft_ref = load_bundled_pair() if pair is None else pair
+    target = gpu.GPT(target_ref.config, target_ref.params)
+    draft = gpu.ModelDrafter(gpu.GPT(draft_ref.config, draft_ref.params))
+    prompt = np.frombuffer(b"def area(self):\n    return ", np.uint8).astype(np.int64)
+
+    def run():
+        kw = dict(rng=np.random.default_rng(0), sampling=GREEDY)
+        with graphs_off():
+            gpu.generate(target, prompt, max_new_tokens=4, **kw)
+            return gpu.speculative_generate(
+                target, draft, prompt, k=5, max_new_tokens=new_tokens, **kw
+            )
+
+    return run
+
+
+def kernel_choices(run=None, timer=None) -> None:
+    # each fused kernel against its body (cuBLAS / xp calls) at every shape and row count
+    # the loops use, on this device; the faster kept for this process and printed
+    # (gpu/device/kernel_choice.py). run, timer: the tests' (a tiny pair, made-up timings)
+    from gpu.device import kernels
+    from gpu.device.kernel_choice import describe, device_seconds, measure_choices
+
+    if not kernels.kernels_on():
+        ok("kernel choices", f"kernels {kernels.kernel_state()}: nothing to choose")
+        return
+    start = time.perf_counter()
+    try:
+        measured = measure_choices(run or twin_loops(), timer or device_seconds)
+    except Exception as error:
+        fail("kernel choices", f"{type(error).__name__}: {error}")
+    for m in measured:
+        print(f"      {describe(m)}", flush=True)
+    bodies = sum(m.choice == "body" for m in measured)
+    ok("kernel choices", f"{len(measured)} (kernel, shapes) timed in "
+       f"{time.perf_counter() - start:.1f} s; the body is faster at {bodies}")  # fmt: skip
+
+
+def graph_replay(pair=None, new_tokens: int = 16) -> None:
+    # the draft's steps captured as a CUDA graph and replayed (gpu/device/graphs.py): the
+    # same tokens as the steps launched one by one, or graphs off (with why) for this call
+    import numpy as np
+
+    import gpu
+    from gpu.device import graphs
+    from reference.sampling import GREEDY
+    from specdec.bundled import load_bundled_pair
+
+    if not graphs.graphs_on():
+        ok("graph capture", graphs.graph_state())
+        return
+    target_ref, draft_ref = load_bundled_pair() if pair is None else pair
+    target = gpu.GPT(target_ref.config, target_ref.params)
+    prompt = np.frombuffer(b"def area(self):\n    return ", np.uint8).astype(np.int64)
+
+    def tokens(graphs_wanted: bool):
+        draft = gpu.ModelDrafter(gpu.GPT(draft_ref.config, draft_ref.params))
+        kw = dict(k=5, max_new_tokens=new_tokens, rng=np.random.default_rng(0), sampling=GREEDY)
+        with contextlib.nullcontext() if graphs_wanted else graphs.graphs_off():
+            return list(gpu.speculative_generate(target, draft, prompt, **kw).tokens)
+
+    try:
+        plain, replayed = tokens(False), tokens(True)
+    except Exception as error:
+        graphs.turn_off(f"{type(error).__name__}: {error}")
+    else:
+        if plain != replayed:
+            graphs.turn_off("a replay drafted other tokens than the steps one by one")
+    if not graphs.graphs_on():
+        marker = os.environ.get("GPU_CHECK_GRAPHS_OFF")  # gpu_check.sh: later steps, no graphs
+        if marker:
+            Path(marker).write_text(graphs.graph_state() + "\n")
+        print(f"GRAPHS OFF: {graphs.graph_state()}; pass SPECDEC_GPU_GRAPHS=0 to later calls",
+              flush=True)  # fmt: skip
+        return
+    ok("graph capture", "the draft's steps replayed as a graph draft the same tokens")
 
 
 def kernels_off(why: str) -> None:
@@ -402,6 +496,8 @@ def main() -> int:
         versions()
         launches()
         fused_kernels()
+        kernel_choices()
+        graph_replay()
         packages()
         reached_imports()
         data()

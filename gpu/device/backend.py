@@ -98,6 +98,18 @@ def to_device(array, dtype=None):
     return xp.asarray(array, dtype=dtype)
 
 
+def copy_into(buffer, host) -> None:
+    # host array -> into an existing device array of its shape: one host -> device copy and
+    # no allocation (a captured graph reads its arguments from such a buffer: graphs.py)
+    if isinstance(buffer, DeviceArray):
+        counting.state.launch("to_device")
+        buffer.data[...] = host
+    elif ON_DEVICE and on_device(buffer):
+        buffer.set(np.ascontiguousarray(host, dtype=buffer.dtype))
+    else:
+        buffer[...] = host
+
+
 def to_host(array) -> np.ndarray:
     # xp array -> numpy array: the one way data comes back, counted (and, on the stand-in,
     # one device operation: the copy back)

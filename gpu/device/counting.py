@@ -31,6 +31,9 @@ What counts as one device operation ("launch"), as CuPy would run it:
     an array made on the device (zeros, full, arange), a copy host -> device (asarray of
     host data; a host index array), a copy device -> host (to_host)
     a fused kernel (`fuse`): one, whatever it computes inside
+    a replay of a captured CUDA graph (gpu/device/graphs.py): one, "graph launch"; inside
+    its capture (`capturing()`) nothing counts, and anything but a fused kernel -- an
+    operation, an allocation, a copy, a host sync -- raises NotCapturable
     free (no launch): views -- basic slicing, reshape / ravel / swapaxes / transpose when
     no copy is needed, .T -- and reading shape, dtype, len
 
@@ -43,6 +46,7 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from collections.abc import Callable
+from contextlib import contextmanager
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
@@ -52,6 +56,7 @@ __all__ = [
     "HiddenSyncError",
     "HostArrayError",
     "LaunchLog",
+    "NotCapturable",
     "StandInModule",
     "state",
 ]
@@ -60,6 +65,13 @@ __all__ = [
 class HiddenSyncError(RuntimeError):
     """A device value was turned into a host value outside `to_host`: on a GPU, a host sync.
     (A RuntimeError, not a TypeError, so that no `except TypeError` can swallow it.)"""
+
+
+class NotCapturable(RuntimeError):
+    """Something a CUDA graph cannot hold ran inside a capture (gpu/device/graphs.py): an
+    operation that is not a fused kernel (on a device: cuBLAS, which CuPy refuses in a
+    capture, or an xp kernel whose output would be allocated anew), an allocation, a copy
+    or a host sync."""
 
 
 class HostArrayError(TypeError):
@@ -98,17 +110,40 @@ class StandInState:
         self.active = False  # inside counting_launches(): xp is the stand-in
         self.strict = False  # implicit host conversions raise (else they are counted)
         self.quiet = 0  # > 0 inside a fused kernel: its inner operations are not launches
+        self.capturing = False  # inside a graph's capture: only fused kernels may run
         self.log = LaunchLog()
 
     def launch(self, name: str, n: int = 1) -> None:
         if self.active and not self.quiet and n:
+            if self.capturing:
+                self.captured(name)
+                return  # a capture records a kernel, it runs (and costs) nothing yet
             self.log.count += n
             self.log.by_name[name] += n
+
+    def captured(self, name: str) -> None:
+        # a device operation inside a capture: a fused kernel is recorded, anything else refused
+        if not name.startswith("fused "):
+            raise NotCapturable(
+                f"`{name}` inside a CUDA graph's capture: only fused kernels may run there "
+                "(gpu/device/graphs.py); do it before the capture, or fuse it"
+            )
+
+    def allocate(self, name: str) -> None:
+        # an array allocated outside a kernel: refused inside a capture (the graph would
+        # keep writing memory the pool may hand to someone else)
+        if self.active and not self.quiet and self.capturing:
+            raise NotCapturable(
+                f"`{name}` allocates inside a CUDA graph's capture: allocate the buffers once, "
+                "before it (gpu/device/graphs.py)"
+            )
 
     def host_value(self, kind: str) -> None:
         # an implicit device -> host conversion: refused when strict, else counted
         if not self.active:
             return  # outside counting_launches(): a plain array again
+        if self.capturing:
+            raise NotCapturable(f"a host sync ({kind}) inside a CUDA graph's capture")
         if self.strict:
             raise HiddenSyncError(
                 f"implicit conversion of a device array to a host value ({kind}): on a GPU "
@@ -406,8 +441,15 @@ def standin_function(name: str, fn: Callable) -> Callable:
         return lambda *args, **kwargs: fn(*unwrap(args, name, True), **kwargs)
     if name in ("asarray", "array", "ascontiguousarray"):
         return lambda *args, **kwargs: to_device_array(name, fn, *args, **kwargs)
-    if name in VIEWS or name in ALLOCATE_ONLY:
+    if name in VIEWS:
         return lambda *args, **kwargs: device_call(name, fn, args, kwargs, launches=0)
+    if name in ALLOCATE_ONLY:
+
+        def allocating(*args, **kwargs):
+            state.allocate(f"xp.{name}")
+            return device_call(name, fn, args, kwargs, launches=0)
+
+        return allocating
     if name in SYNCING:
 
         def syncing(*args, **kwargs):
@@ -434,6 +476,18 @@ def to_device_array(name: str, fn: Callable, obj, dtype=None, **kwargs):
         return obj.astype(dtype)
     state.launch("to_device")
     return DeviceArray(np.array(fn(unwrap(obj, name, host_ok=True), dtype=dtype, **kwargs)))
+
+
+@contextmanager
+def capturing():
+    """`with capturing():` a graph's capture on the stand-in: fused kernels are recorded (not
+    counted), anything else a capture cannot hold raises NotCapturable."""
+    before = state.capturing
+    state.capturing = True
+    try:
+        yield
+    finally:
+        state.capturing = before
 
 
 def fuse(kernel: Callable) -> Callable:

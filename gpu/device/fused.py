@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpu.device.backend import xp
+from gpu.device.graphs import current_slot
 from gpu.device.kernels import MAX_HS, MAX_ROWS, MAX_S, KernelCannot, Plan, run_fused
 from gpu.device.layers import gelu, layer_norm, split_heads
 from reference import model as reference_model
@@ -74,6 +75,46 @@ def column_stride(a) -> int:
     return a.strides[0] // 8
 
 
+# Several blocks for one row, one combine (kernels.cu `last_block_done`): a large
+# vocabulary's pick and verification, and a small linear's input dimension (split-K), are
+# spread over blocks that each leave a partial result in a float64 array made for the call;
+# the last block to finish (an int32 counter each group of blocks counts itself on) combines
+# them. The last block sets its counter back to 0, so counters are made once and reused by
+# every launch (a stream runs them one after another), and kept, all of them (a captured
+# graph holds their pointers).
+FILL_BLOCKS = 132  # an H200's SMs: a linear's input dimension is split until its blocks fill them
+SPLIT_INPUTS = 4 * LINEAR_SLICES  # inputs of a linear's part at least (one unrolled step a slice)
+PART_IDS = 4 * ROW_THREADS  # ids of a pick's or a verification's block (4 a thread)
+MAX_PARTS = ROW_THREADS  # blocks one combine takes: one partial per thread of the last block
+counter_arrays: list = []  # every counter array made: none is ever freed
+
+
+def counters(n: int):
+    # int32 [>= n], all 0 between launches
+    if not counter_arrays or counter_arrays[-1].shape[0] < n:
+        counter_arrays.append(xp.zeros(max(n, 2048), dtype=np.int32))
+    return counter_arrays[-1]
+
+
+def aligned16(a) -> bool:
+    # the array's first byte is on a 16-byte boundary: a kernel may read it 4 floats a load
+    address = a.data.ptr if hasattr(a.data, "ptr") else a.ctypes.data  # CuPy | NumPy
+    return address % 16 == 0
+
+
+def parts(ids: int, per: int) -> int:
+    # blocks for `ids` ids, `per` a block: 1 .. MAX_PARTS
+    return max(1, min(MAX_PARTS, -(-ids // per)))
+
+
+def linear_parts(C_in: int, N: int) -> int:
+    # K, the parts of the input dimension (kernels.cu part_of: ceil(C_in / K) inputs each):
+    # at least a block for every SM (two fit one at once: one wave), every part at least
+    # SPLIT_INPUTS inputs
+    columns = -(-N // LINEAR_COLS)
+    return max(1, min(-(-FILL_BLOCKS // columns), C_in // SPLIT_INPUTS))
+
+
 # ---------------------------------------------------------------- embed
 
 
@@ -88,9 +129,15 @@ def embed_plan(wte, wpe, tokens, positions) -> Plan:
     by_array = not isinstance(positions, slice)
     ids = contiguous(positions, np.int64) if by_array else tokens  # (unread when a slice)
     start = 0 if by_array else positions.start
+    # in a captured graph's step the first position is read from the device (graphs.py)
+    slot = None if by_array else current_slot()
+    start_at = tokens if slot is None else contiguous(slot, np.int64)  # (unread when None)
     x = xp.empty((R, C), dtype=np.float32)
     wte, wpe = contiguous(wte, np.float32), contiguous(wpe, np.float32)
-    args = (tokens, ids, i32(by_array), i32(start), wte, wpe, i32(C), x)
+    args = (
+        tokens, ids, i32(by_array), i32(start), start_at, i32(slot is not None), wte, wpe,
+        i32(C), x,
+    )  # fmt: skip
     return Plan("embed_rows", (R,), (128,), args, x)
 
 
@@ -148,8 +195,11 @@ def linear_plan(x, w, bias=None, ln=None, act=None, resid=None, w_rows=None) -> 
         i32(act == "gelu"), x if resid is None else contiguous(resid, np.float32),
         i32(resid is not None), out,
     )  # fmt: skip
-    grid, block = (-(-N // LINEAR_COLS),), (LINEAR_COLS * LINEAR_SLICES,)
-    return Plan("fused_linear", grid, block, args, out, rows=R)  # grid: columns; R rows each
+    columns, K = -(-N // LINEAR_COLS), linear_parts(C_in, N)
+    split_sum = xp.empty(K * R * N if K > 1 else 1, dtype=np.float64)  # [K, R, N]
+    args += (split_sum, counters(columns))
+    grid, block = (columns, K), (LINEAR_COLS * LINEAR_SLICES,)
+    return Plan("fused_linear", grid, block, args, out, rows=R)  # grid: columns x parts
 
 
 def fused_linear(x, w, bias=None, *, ln=None, act=None, resid=None, w_rows=None):
@@ -197,10 +247,14 @@ def attention_plan(model, qkv, layer: int, cache, at) -> Plan:
     rows = contiguous(rows, np.int64)
     mask = at.mask if at.mask is not None and not batch else None
     bool_mask = xp.empty(1, dtype=bool) if mask is None else contiguous(mask, bool)
+    # in a captured graph's step (a sequence's) the first slot and the span are read from the
+    # device at each replay (graphs.py), the arguments start and S then unread
+    slot = None if batch or mask is not None else current_slot()
+    start_at = rows if slot is None else contiguous(slot, np.int64)  # (unread when None)
     args = (
         qkv, i32(T), i32(C), i32(n_head), i32(at.stop), k_cache, v_cache, i32(layer),
         i32(n_layer), i32(capacity), i32(cache is not None), i32(0 if batch else int(at.start[0])),
-        rows, i32(batch), bool_mask, i32(mask is not None), out,
+        start_at, i32(slot is not None), rows, i32(batch), bool_mask, i32(mask is not None), out,
     )  # fmt: skip
     return Plan("cached_attention", (n_head, T, B), (128,), args, out)
 
@@ -252,7 +306,9 @@ def pick_plan(logits, params, u, probs, tokens, finite) -> Plan:
         dummy_int if tokens is None else tokens, i32(tokens is not None),
         dummy_int if finite is None else finite, i32(finite is not None), i32(stride),
     )  # fmt: skip
-    return Plan("pick_rows", (R,), (ROW_THREADS,), args, probs)
+    G = parts(V, PART_IDS)
+    args += (xp.empty(R * G * 3, dtype=np.float64), counters(R))  # partials [R, G, 3]
+    return Plan("pick_rows", (G, R), (ROW_THREADS,), args, probs)
 
 
 # ---------------------------------------------------------------- decide_packed
@@ -262,8 +318,11 @@ def decide_plan(p, q, tokens, u) -> Plan:
     # the kernel of gpu.verification.decide_packed (its entry point and body are there)
     k, V = q.shape
     out = xp.empty(k + 3, dtype=np.int64)
+    p, q = contiguous(p, np.float32), contiguous(q, np.float32)
     args = (
-        contiguous(p, np.float32), contiguous(q, np.float32), contiguous(tokens, np.int64),
-        contiguous(u, np.float64), i32(k), i32(V), out,
+        p, q, contiguous(tokens, np.int64), contiguous(u, np.float64), i32(k), i32(V),
+        i32(aligned16(p) and aligned16(q)), out,
     )  # fmt: skip
-    return Plan("decide_packed", (1,), (ROW_THREADS,), args, out)
+    G = parts((2 * k + 1) * V, PART_IDS)  # the finiteness scan sets it: all of p and q
+    args += (xp.empty(G * 3, dtype=np.float64), counters(1))  # partials [G, 3]
+    return Plan("decide_packed", (G,), (ROW_THREADS,), args, out)

@@ -10,9 +10,13 @@
 // Layouts: row-major, float32 activations and weights, int64 token ids; rows R <= MAX_ROWS.
 // Reductions, argmax and prefix sums are trees of full-warp shuffles (__shfl_*_sync) with one
 // combine of the warps' partials through shared memory: no thread loops over blockDim alone
-// (tests/twin/test_kernel_shape.py holds it). Blocks are whole warps. No atomics, so the
-// emulator (which steps a warp's 32 host threads together through each shuffle) runs every
-// kernel exactly as written.
+// (tests/twin/test_kernel_shape.py holds it). Blocks are whole warps. Where one row's work
+// is spread over several blocks (a large vocabulary's pick and verification, a linear's input
+// dimension), each block leaves its partial result in global memory and the group's LAST
+// block to finish (an atomic count, `last_block_done`) combines them, by block index, so the
+// result does not depend on which block finishes last. The emulator (which steps a warp's 32
+// host threads together through each shuffle, and has the atomic) runs every kernel exactly
+// as written, its blocks in either order.
 
 #ifndef MAX_ROWS
 #define MAX_ROWS 16  // rows one fused_linear call takes (gpu/device/kernels.py MAX_ROWS)
@@ -128,14 +132,45 @@ __device__ int block_argmax(float best, int best_i, int V, float* scratch, int* 
     return result;
 }
 
-// warp w's contiguous run of ids [lo, hi): the CDF needs ids in order, so each warp owns a
-// run (a multiple of WARP long) and its lanes stride through it, a warp reading WARP
-// consecutive floats a step (coalesced) instead of each thread a chunk of its own
-__device__ void warp_run(int V, int* lo, int* hi) {
-    int warps = blockDim.x / WARP, per = (V + warps - 1) / warps;
-    per = (per + WARP - 1) / WARP * WARP;
-    *lo = min(V, (int)(threadIdx.x / WARP) * per);
-    *hi = min(V, *lo + per);
+// part `which` of `parts` of the ids [first, end), in order, each a multiple of `multiple`
+// long (the last one short, any past the end empty)
+__device__ void part_of(int first, int end, int which, int parts, int multiple, int* lo, int* hi) {
+    int per = (end - first + parts - 1) / parts;
+    per = (per + multiple - 1) / multiple * multiple;
+    *lo = min(end, first + which * per);
+    *hi = min(end, *lo + per);
+}
+
+// warp w's contiguous run of ids [lo, hi) of [first, end): the CDF needs ids in order, so
+// each warp owns a run and its lanes stride through it, a warp reading WARP consecutive
+// floats a step (coalesced) instead of each thread a chunk of its own
+__device__ void warp_run(int first, int end, int* lo, int* hi) {
+    part_of(first, end, threadIdx.x / WARP, blockDim.x / WARP, WARP, lo, hi);
+}
+
+// ---------------------------------------------------------------- several blocks, one combine
+
+// Read another block's partial result: volatile, so that it comes from L2 (where the other
+// block's write went), never from a stale line of this SM's L1.
+template <typename T>
+__device__ T fresh(const T* p) {
+    return *(const volatile T*)p;
+}
+
+// True in the last of `blocks` blocks to call it (with the same counter), in every thread of
+// that block; the others should return. Each block's partials, written before the call, are
+// visible to the last block: every thread fences its writes, then one thread takes a ticket.
+// The last block sets the counter back to 0 for the next launch (so counters are made once).
+__device__ bool last_block_done(int* counter, int blocks) {
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counter, 1) == blocks - 1;
+        if (last) *counter = 0;
+    }
+    __syncthreads();
+    return last;
 }
 
 // exclusive prefix of one double per warp (warp order = id order) into prefix[w], the grand
@@ -171,6 +206,44 @@ __device__ float count_below(int lo, int hi, double run, double limit, Term term
     return count;
 }
 
+// the least of one int per lane, to every lane
+__device__ int warp_min(int v) {
+#pragma unroll
+    for (int o = WARP / 2; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+// the least of one int per thread, to every thread (scratch: WARP + 1)
+__device__ int block_min(int v, int* scratch) {
+    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
+    v = warp_min(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    if (warp == 0) {  // absent warps: the largest int, which changes no minimum
+        int w = warp_min(lane < warps ? scratch[lane] : 0x7fffffff);
+        if (lane == 0) scratch[WARP] = w;
+    }
+    __syncthreads();
+    int result = scratch[WARP];
+    __syncthreads();  // scratch may be reused at once
+    return result;
+}
+
+// the sum of one double per thread, to every thread (scratch: WARP, prefix: WARP + 1)
+__device__ double block_total(double v, double* scratch, double* prefix) {
+    block_prefix(warp_sum_double(v), scratch, prefix);
+    return prefix[blockDim.x / WARP];
+}
+
+// the sum of the values of the threads before this one (thread order), the grand total into
+// prefix[warps] (scratch: WARP, prefix: WARP + 1)
+__device__ double thread_prefix(double v, double* scratch, double* prefix) {
+    int lane = threadIdx.x % WARP;
+    double upto = warp_scan(v), before = __shfl_up_sync(FULL_MASK, upto, 1);
+    block_prefix(__shfl_sync(FULL_MASK, upto, WARP - 1), scratch, prefix);
+    return prefix[threadIdx.x / WARP] + (lane == 0 ? 0.0 : before);
+}
+
 __device__ float gelu_tanh(float x) {
     // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
     const float c = 0.7978845608028654f;
@@ -180,13 +253,17 @@ __device__ float gelu_tanh(float x) {
 // ---------------------------------------------------------------- embed_rows
 
 // x[r, :] = wte[tokens[r], :] + wpe[pos(r), :], pos(r) = positions[r] if has_positions else
-// start + r.  grid: (R), block: (128)
+// first + r, first = start_at[0] when has_start_at (a captured graph's step reads its slot from
+// the device, the host writing it before each replay: gpu/device/graphs.py), else start.
+// grid: (R), block: (128)
 extern "C" __global__ void embed_rows(const long long* tokens, const long long* positions,
-                                      int has_positions, int start, const float* wte,
-                                      const float* wpe, int C, float* x) {
+                                      int has_positions, int start,
+                                      const long long* start_at, int has_start_at,
+                                      const float* wte, const float* wpe, int C, float* x) {
     int r = blockIdx.x;
     long long tok = tokens[r];
-    long long pos = has_positions ? positions[r] : (long long)(start + r);
+    long long first = has_start_at ? start_at[0] : (long long)start;
+    long long pos = has_positions ? positions[r] : first + r;
     for (int i = threadIdx.x; i < C; i += blockDim.x)
         x[(long long)r * C + i] = wte[tok * C + i] + wpe[pos * C + i];
 }
@@ -210,22 +287,38 @@ extern "C" __global__ void layer_norm_rows(const float* x, int C, const float* g
 
 // ---------------------------------------------------------------- fused_linear
 
+// act(y + bias[j]) + resid[r, j]: once per output, after the whole sum over the inputs
+__device__ float epilogue(float y, int r, int j, int N, const float* bias, int has_bias, int act,
+                          const float* resid, int has_resid) {
+    if (has_bias) y += bias[j];
+    if (act == 1) y = gelu_tanh(y);
+    if (has_resid) y += resid[(long long)r * N + j];
+    return y;
+}
+
 // out[r, j] = act(LN(x[r]) @ W[:, j] + bias[j]) + resid[r, j]    for r < R, j < N
 //   LN(x)[i] = (x[i] - mean) / sqrt(var + eps) * g[i] + b[i] (when has_ln; else x itself),
 //   act = gelu when act == 1; resid may be out itself (x += ...), never x.
-// grid: (ceil(N / LIN_COLS)), block: (LIN_COLS * LIN_SLICES). Thread (slice s, column c) sums
-// the inputs i = s, s + LIN_SLICES, ... for column j = blockIdx.x * LIN_COLS + c and all R rows
-// (a warp reads 32 consecutive floats of one W row), then the slices are added up, rows
-// spread over the slices' threads.
+// grid: (ceil(N / LIN_COLS), K), block: (LIN_COLS * LIN_SLICES). Block (b, k) takes columns
+// b * LIN_COLS ... and part k of the K parts of the input dimension (split-K: a small linear's
+// ceil(N / LIN_COLS) blocks alone would leave most SMs idle). Thread (slice s, column c) sums
+// the inputs i = s, s + LIN_SLICES, ... of the block's part for column j = b * LIN_COLS + c
+// and all R rows (a warp reads 32 consecutive floats of one W row), then the slices are added
+// up, rows spread over the slices' threads. With K > 1 each block leaves its sums in
+// split_sum[k, r, j] (float64) and the column's last block (counter done[b]) adds the K parts
+// in order and applies bias, GELU and residual once.
 extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
                                         const float* ln_g, const float* ln_b, float eps,
                                         int has_ln, const float* w, const float* bias,
                                         int has_bias, int act, const float* resid,
-                                        int has_resid, float* out) {
+                                        int has_resid, float* out, double* split_sum,
+                                        int* done) {
     __shared__ float mean[MAX_ROWS], rstd[MAX_ROWS];
     __shared__ float partial[LIN_SLICES * LIN_COLS * MAX_ROWS];
     int t = threadIdx.x, c = t % LIN_COLS, s = t / LIN_COLS;
-    int j = blockIdx.x * LIN_COLS + c;
+    int j = blockIdx.x * LIN_COLS + c, part = blockIdx.y, parts = gridDim.y;
+    int first, end;  // this block's inputs
+    part_of(0, C_in, part, parts, 1, &first, &end);
 
     if (has_ln) {  // every block finds the rows' mean and variance itself (no second launch):
         // warp w takes rows w, w + warps, ..., its lanes striding along the row (coalesced)
@@ -233,6 +326,7 @@ extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
         for (int r = t / WARP; r < R; r += warps) {
             const float* row = x + r * C_in;
             float acc = 0.0f;
+#pragma unroll 4  // the row's loads in flight together
             for (int i = lane; i < C_in; i += WARP) acc += row[i];
             float m = warp_sum(acc) / C_in;
             acc = 0.0f;  // var = mean((x - mean)^2), two passes as in the reference
@@ -251,7 +345,7 @@ extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
     for (int r = 0; r < MAX_ROWS; r++) acc[r] = 0.0f;
     if (j < N) {
 #pragma unroll 4  // independent weight loads in flight, not one a trip
-        for (int i = s; i < C_in; i += LIN_SLICES) {
+        for (int i = first + s; i < end; i += LIN_SLICES) {
             float wij = w[(long long)i * N + j];
             float g = has_ln ? ln_g[i] : 1.0f, b = has_ln ? ln_b[i] : 0.0f;
 #pragma unroll
@@ -268,16 +362,25 @@ extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
     for (int r = 0; r < MAX_ROWS; r++)
         if (r < R) partial[(r * LIN_SLICES + s) * LIN_COLS + c] = acc[r];
     __syncthreads();
-    // thread (s, c) finishes rows s, s + LIN_SLICES, ... of column j: every thread has work
+    // thread (s, c) adds up rows s, s + LIN_SLICES, ... of column j: every thread has work
     if (j < N) {
         for (int r = s; r < R; r += LIN_SLICES) {
             float y = 0.0f;
 #pragma unroll
             for (int k = 0; k < LIN_SLICES; k++) y += partial[(r * LIN_SLICES + k) * LIN_COLS + c];
-            if (has_bias) y += bias[j];
-            if (act == 1) y = gelu_tanh(y);
-            if (has_resid) y += resid[(long long)r * N + j];
-            out[(long long)r * N + j] = y;
+            if (parts == 1)
+                out[(long long)r * N + j] = epilogue(y, r, j, N, bias, has_bias, act, resid, has_resid);
+            else
+                split_sum[((long long)part * R + r) * N + j] = y;
+        }
+    }
+    if (parts == 1 || !last_block_done(done + blockIdx.x, parts)) return;
+    if (j < N) {  // the column's last block: the parts in order, whichever block came last
+        for (int r = s; r < R; r += LIN_SLICES) {
+            double y = 0.0;
+#pragma unroll 4
+            for (int k = 0; k < parts; k++) y += fresh(split_sum + ((long long)k * R + r) * N + j);
+            out[(long long)r * N + j] = epilogue((float)y, r, j, N, bias, has_bias, act, resid, has_resid);
         }
     }
 }
@@ -294,10 +397,13 @@ extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
 //   into the cache when has_cache. The mask is mask[b*T + t][s] when has_mask (a tree's),
 //   else s <= start_b + t and s < start_b + n_b (causal; a batch row's padding reads only
 //   its own row's slots). scores = q k^T / sqrt(hs), masked to -1e10, softmax, times V.
+//   has_start_at (a sequence in a captured graph, gpu/device/graphs.py): start = start_at[0]
+//   and S = start + T, read from the device at each replay instead of the arguments.
 extern "C" __global__ void cached_attention(const float* qkv, int T, int C, int nh, int S,
                                             float* k_cache, float* v_cache, int layer,
                                             int n_layer, int capacity, int has_cache,
-                                            int start, const long long* rows, int has_rows,
+                                            int start, const long long* start_at,
+                                            int has_start_at, const long long* rows, int has_rows,
                                             const bool* mask, int has_mask, float* out) {
     __shared__ float q[MAX_HS];
     __shared__ float score[MAX_S];
@@ -305,6 +411,7 @@ extern "C" __global__ void cached_attention(const float* qkv, int T, int C, int 
     __shared__ float part[ATT_WARPS * MAX_HS];  // the warps' partial outputs
     int h = blockIdx.x, t = blockIdx.y, b = blockIdx.z, B = gridDim.z;
     int tid = threadIdx.x, hs = C / nh;
+    if (has_start_at) start = (int)start_at[0], S = start + T;
     int row_start = has_rows ? (int)rows[b] : start, row_new = has_rows ? (int)rows[B + b] : T;
     // slot 0 of this head's cache (row b's, in a batch's cache)
     long long head = (((long long)b * n_layer + layer) * nh + h) * capacity;
@@ -383,51 +490,75 @@ __device__ float tempered(float z, float top, double temperature) {
     return expf((float)((double)(z - top) / temperature));
 }
 
-// One row of logits per block: grid (R), block (RED_THREADS).
+// One row of logits per group of G blocks: grid (G, R), block (RED_THREADS).
 //   probs[r] = the processed distribution: greedy -> one-hot at the first largest logit
 //   (NaN everywhere if a logit is not finite, as the xp path's + 0 * sum does); else
 //   softmax(z / temperature) with z = logits - max (no top-k / top-p here).
-//   tokens[r] (when has_tokens) = inverse CDF at u[r] (u_scalar when not has_u_array): the number of ids whose cumulative
-//   mass (float64) is <= u * total, capped at V - 1. finite[r] (when has_finite) = 1 if every
-//   logit is finite.
+//   tokens[r] (when has_tokens) = inverse CDF at u[r] (u_scalar when not has_u_array): the
+//   number of ids whose cumulative mass (float64) is <= u * total, capped at V - 1.
+//   finite[r] (when has_finite) = 1 if every logit is finite.
 //   probs is written only when has_probs. Outputs are strided (token_stride) so that a
 //   caller can pack a token next to its finite flag in one array.
+// Block g of row r scans its part of the ids (finiteness, first largest; a greedy row's probs
+// set to 0 there) into partial[r, g] = (largest, its id, not finite); the row's last block
+// (counter done[r]) combines the G partials and finishes: the 1 at the argmax (greedy), or
+// the softmax, probs and draw over the whole row (at a temperature every p_i needs the row's
+// max and sum, which no block has before the combine).
 extern "C" __global__ void pick_rows(const float* logits, int V, int greedy, double temperature,
                                      const double* u, double u_scalar, int has_u_array,
                                      float* probs, int has_probs,
                                      long long* tokens, int has_tokens, long long* finite,
-                                     int has_finite, int token_stride) {
+                                     int has_finite, int token_stride, double* partial,
+                                     int* done) {
     __shared__ float scratch[WARP + 1];
     __shared__ int ids[WARP + 1];
-    __shared__ double partial[WARP], prefix[WARP + 1];
-    int r = blockIdx.x, t = threadIdx.x, n = blockDim.x, warp = t / WARP;
+    __shared__ double partials[WARP], prefix[WARP + 1];
+    int g = blockIdx.x, G = gridDim.x, r = blockIdx.y, t = threadIdx.x, n = blockDim.x;
+    int warp = t / WARP;
     const float* z = logits + (long long)r * V;
     float* p = probs + (long long)r * V;
 
-    int bad = 0, best_i = V;  // this thread's first largest logit (ids t, t + n, ...: coalesced)
+    int first, end;  // this block's ids; this thread's first largest among them (coalesced)
+    part_of(0, V, g, G, WARP, &first, &end);
+    int bad = 0, best_i = V;
     float best = 0.0f;
-    for (int i = t; i < V; i += n) {
+    for (int i = first + t; i < end; i += n) {
         float v = z[i];
         if (!isfinite(v)) bad = 1;
         if (best_i == V || v > best) { best = v; best_i = i; }
+        if (greedy && has_probs) p[i] = 0.0f;  // one-hot: the 1 comes after the combine
     }
-    float any_bad = block_max((float)bad, scratch);
-    float top;
+    float any_bad = block_max((float)bad, scratch), top;
     int top_i = block_argmax(best, best_i, V, scratch, ids, &top);
+    if (G > 1) {  // one block alone has the row's already
+        double* mine = partial + ((long long)r * G + g) * 3;
+        if (t == 0) { mine[0] = top; mine[1] = top_i; mine[2] = any_bad; }
+        if (!last_block_done(done + r, G)) return;
+        // the combine: one block's partial per thread (G <= blockDim.x), the same argmax rule
+        const double* row = partial + (long long)r * G * 3;
+        bool here = t < G;
+        any_bad = block_max(here ? (float)fresh(row + 3 * t + 2) : 0.0f, scratch);
+        top_i = block_argmax(here ? (float)fresh(row + 3 * t) : 0.0f,
+                             here ? (int)fresh(row + 3 * t + 1) : V, V, scratch, ids, &top);
+    }
 
+    if (greedy && has_probs) {  // NaN everywhere (a logit not finite), else the 1
+        if (any_bad > 0.0f)
+            for (int i = t; i < V; i += n) p[i] = one_hot(i, top_i, true);
+        else if (t == 0)
+            p[top_i] = 1.0f;
+    }
     float local = 0.0f;
     if (!greedy)
         for (int i = t; i < V; i += n) local += tempered(z[i], top, temperature);
     float e_total = greedy ? 1.0f : block_sum(local, scratch);
-    // id i's probability, as the body's: the same expression in every pass below
-    auto prob = [&](int i) {
-        return greedy ? one_hot(i, top_i, any_bad > 0.0f) : tempered(z[i], top, temperature) / e_total;
-    };
+    // id i's probability at a temperature, as the body's: the same expression in both passes
+    auto prob = [&](int i) { return tempered(z[i], top, temperature) / e_total; };
     int lo, hi;  // this warp's run of ids, in order, for the CDF
-    warp_run(V, &lo, &hi);
+    warp_run(0, V, &lo, &hi);
     bool cdf = has_tokens && !greedy;
     double mass = 0.0;
-    if (has_probs || cdf)
+    if (!greedy && (has_probs || cdf))
         for (int i = lo + t % WARP; i < hi; i += WARP) {
             float pi = prob(i);
             if (has_probs) p[i] = pi;
@@ -436,7 +567,7 @@ extern "C" __global__ void pick_rows(const float* logits, int V, int greedy, dou
     double uniform = has_u_array ? u[r] : u_scalar;
     long long id = 0;
     if (cdf) {
-        block_prefix(warp_sum_double(mass), partial, prefix);
+        block_prefix(warp_sum_double(mass), partials, prefix);
         double limit = uniform * prefix[n / WARP];
         id = (long long)block_sum(count_below(lo, hi, prefix[warp], limit, prob), scratch);
     } else if (greedy && !(any_bad > 0.0f)) {
@@ -458,62 +589,107 @@ __device__ double residual(const float* p, const float* q, int i) {
     return r > 0.0 ? r : 0.0;
 }
 
-// The whole verification of a round in one block (block: RED_THREADS):
+// 1 if one of the entries a[0 .. n) this thread takes is not finite: the grid's threads
+// stride through them (coalesced), four at a time (one 16-byte load) where `a` is 16-byte
+// aligned (vec4: the plan checks), else one at a time
+__device__ int not_finite(const float* a, long long n, int vec4) {
+    long long me = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long all = (long long)gridDim.x * blockDim.x, fours = vec4 ? n / 4 : 0;
+    int bad = 0;
+    for (long long i = me; i < fours; i += all) {
+        float4 v = ((const float4*)a)[i];
+        if (!isfinite(v.x) || !isfinite(v.y) || !isfinite(v.z) || !isfinite(v.w)) bad = 1;
+    }
+    for (long long i = 4 * fours + me; i < n; i += all)
+        if (!isfinite(a[i])) bad = 1;
+    return bad;
+}
+
+// The verification of a round over G blocks (grid (G), block RED_THREADS):
 //   a_i = min(1, p_i(x_i) / q_i(x_i)); n = first i < k with u_i >= a_i, else k;
 //   row = norm(max(0, p_n - q_n)) (q_k = 0: the bonus row p_k), p_n itself if that is all 0;
 //   token = inverse CDF of row at u_k.
 // out int64 [k + 3] = (n, token, x_0..x_{k-1}, 1 if every p and q entry is finite else 0):
 // the round's one transfer, packed.
+// Every block finds n itself (k gathers, a lane each), checks its share of p and q for
+// finiteness (the grid strides through them, 16 bytes a load where they are aligned: vec4)
+// and sums its part of row n, the residual and p_n, into partial[g] = (not finite, residual
+// mass, p_n mass). The last block (counter done[0]) combines them: which row (the residual,
+// or p_n if that is all 0), the parts' masses in order, the first part whose cumulative mass
+// passes u_k, and the count inside that part alone.
 extern "C" __global__ void decide_packed(const float* p, const float* q, const long long* x,
-                                         const double* u, int k, int V, long long* out) {
+                                         const double* u, int k, int V, int vec4, long long* out,
+                                         double* partial, int* done) {
     __shared__ float scratch[WARP + 1];
-    __shared__ double partial[WARP], prefix[WARP + 1];
-    __shared__ int first_rejected;
-    int t = threadIdx.x, n_threads = blockDim.x, warps = n_threads / WARP, warp = t / WARP;
+    __shared__ double partials[WARP], prefix[WARP + 1], before_crossing;
+    __shared__ int first_rejected, ids[WARP + 1];
+    int g = blockIdx.x, G = gridDim.x, t = threadIdx.x, n_threads = blockDim.x;
+    int warps = n_threads / WARP, warp = t / WARP, lane = t % WARP;
 
-    int bad = 0;
-    for (long long i = t; i < (long long)(2 * k + 1) * V; i += n_threads) {
-        float v = i < (long long)(k + 1) * V ? p[i] : q[i - (long long)(k + 1) * V];
-        if (!isfinite(v)) bad = 1;
-    }
+    int bad = not_finite(p, (long long)(k + 1) * V, vec4) | not_finite(q, (long long)k * V, vec4);
     float any_bad = block_max((float)bad, scratch);
-    if (t == 0) {  // k steps (a round's drafts), not blockDim: a serial rule, first rejection
+    if (warp == 0) {  // lane i judges drafts i, i + WARP, ...; the first rejection is the least
         int n = k;
-        for (int i = 0; i < k; i++) {
+        for (int i = lane; i < k; i += WARP) {
             float a = fminf(1.0f, p[(long long)i * V + x[i]] / q[(long long)i * V + x[i]]);
             if (u[i] >= (double)a) { n = i; break; }
         }
-        first_rejected = n;
+        n = warp_min(n);
+        if (lane == 0) first_rejected = n;
     }
     __syncthreads();
     int n = first_rejected;
     const float* pn = p + (long long)n * V;
     const float* qn = n < k ? q + (long long)n * V : 0;
 
-    int lo, hi;  // this warp's run of ids, in order, for the CDF
-    warp_run(V, &lo, &hi);
-    double r_sum = 0.0, p_sum = 0.0;  // this lane's residual mass, and p_n's
-    for (int i = lo + t % WARP; i < hi; i += WARP) {
+    int first, end;  // this block's part of row n: its residual mass and p_n's (coalesced)
+    part_of(0, V, g, G, WARP, &first, &end);
+    double r_sum = 0.0, p_sum = 0.0;
+    for (int i = first + t; i < end; i += n_threads) {
         r_sum += residual(pn, qn, i);
         p_sum += (double)pn[i];
     }
-    r_sum = warp_sum_double(r_sum);
-    p_sum = warp_sum_double(p_sum);
-    block_prefix(r_sum, partial, prefix);
-    bool has_residual = prefix[warps] > 0.0;
-    // the row is r / r_total (or p / p_total); its CDF is the prefix of the same terms
-    if (!has_residual) {
-        __syncthreads();  // every thread has read prefix[warps]
-        block_prefix(p_sum, partial, prefix);
+    r_sum = block_total(r_sum, partials, prefix);
+    p_sum = block_total(p_sum, partials, prefix);
+    if (t == 0) {
+        partial[3 * g] = any_bad;
+        partial[3 * g + 1] = r_sum;
+        partial[3 * g + 2] = p_sum;
     }
-    double norm = prefix[warps];
+    if (!last_block_done(done, G)) return;
+
+    // the combine: part b's partial in thread b (G <= blockDim.x)
+    bool here = t < G;
+    any_bad = block_max(here ? (float)fresh(partial + 3 * t) : 0.0f, scratch);
+    double r_part = here ? fresh(partial + 3 * t + 1) : 0.0;
+    double p_part = here ? fresh(partial + 3 * t + 2) : 0.0;
+    double before = thread_prefix(r_part, partials, prefix);  // the residual before part t
+    bool has_residual = prefix[warps] > 0.0;
+    if (!has_residual) before = thread_prefix(p_part, partials, prefix);  // then p_n's
+    double mass = has_residual ? r_part : p_part, norm = prefix[warps];
+    // the row is r / r_total (or p / p_total); its CDF is the prefix of the same terms
     double limit = u[k] * (prefix[warps] / norm);
     auto share = [&](int i) {
         return (has_residual ? residual(pn, qn, i) : (double)pn[i]) / norm;
     };
-    float below = block_sum(count_below(lo, hi, prefix[warp] / norm, limit, share), scratch);
+    // the first part whose cumulative mass passes the limit: every id before it counts (the
+    // CDF only grows), and the ids inside it are counted one by one (with a NaN limit every
+    // part "passes": the first one is scanned and no id counts, as in the body)
+    int crossing = block_min(here && !((before + mass) / norm <= limit) ? t : G, ids);
+    if (t == crossing) before_crossing = before;
+    __syncthreads();
+    long long id = V;  // no part passes the limit: all V ids (capped below)
+    if (crossing < G) {
+        part_of(0, V, crossing, G, WARP, &first, &end);
+        int lo, hi;  // this warp's run of the crossing part's ids, in order
+        warp_run(first, end, &lo, &hi);
+        double run = 0.0;
+        for (int i = lo + lane; i < hi; i += WARP) run += share(i);
+        block_prefix(warp_sum_double(run), partials, prefix);
+        run = before_crossing / norm + prefix[warp];
+        id = first + (long long)block_sum(count_below(lo, hi, run, limit, share), scratch);
+    }
     if (t == 0) {
-        long long id = (long long)below;
         out[0] = n;
         out[1] = id < V - 1 ? id : V - 1;
         out[2 + k] = any_bad > 0.0f ? 0 : 1;

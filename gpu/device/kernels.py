@@ -133,6 +133,51 @@ def kernels_off(why: str):
         mode.on, mode.why_off = before
 
 
+@dataclass
+class FusedCall:
+    """One fused call as `run_fused` made it: the kernel's plan, and the body with the call's
+    arguments (a graph replays the plan; the preflight times the plan against the body)."""
+
+    plan: Plan
+    body: Callable
+    args: tuple
+    kwargs: dict
+
+
+class Recording:
+    """Where the fused calls made now are kept, or None, and whether their kernels launch."""
+
+    calls: list | None = None
+    launch: bool = True
+
+
+@contextmanager
+def recording(calls: list, launch: bool = True):
+    """`with recording(calls):` each kernel a fused call launches is appended to `calls` as a
+    FusedCall (a graph's capture, gpu/device/graphs.py; the preflight's measurement,
+    gpu/device/kernel_choice.py). launch=False records without launching: the emulator's
+    graph launches the recorded plans at each replay, as a device replays its graph."""
+    before = Recording.calls, Recording.launch
+    Recording.calls, Recording.launch = calls, launch
+    try:
+        yield
+    finally:
+        Recording.calls, Recording.launch = before
+
+
+def plan_shape(p: Plan) -> tuple:
+    # (kernel, the shapes of the arrays it reads and writes): what a measured choice is
+    # keyed by (scalars such as a cache slot or a span change at every step: not part of it)
+    return p.name, tuple(tuple(a.shape) for a in p.args if hasattr(a, "shape"))
+
+
+class Choices:
+    """The (kernel, shapes) whose body the preflight measured faster than the kernel on this
+    device (gpu/device/kernel_choice.py); empty until then, so the kernels run everywhere."""
+
+    body_faster: set = set()
+
+
 def run_fused(name: str, body: Callable, plan: Callable, *args, **kwargs):
     """One fused operation: `body(*args, **kwargs)` in NumPy mode (or with the kernels off),
     one counted launch of it on the stand-in, the kernel `plan(*args, **kwargs)` describes on
@@ -161,5 +206,11 @@ def run_fused(name: str, body: Callable, plan: Callable, *args, **kwargs):
         return body(*args, **kwargs)
     if p.idle():  # zero rows or positions: the outputs are empty already, nothing to launch
         return p.result
+    if Recording.calls is not None:  # a graph's capture (its outputs kept with it), a measure
+        Recording.calls.append(FusedCall(p, body, args, kwargs))
+        if not Recording.launch:
+            return p.result
+    elif plan_shape(p) in Choices.body_faster:  # measured: the body is faster at this shape
+        return body(*args, **kwargs)  # (never in a capture: a body's cuBLAS cannot be held)
     module.get_function(p.name)(p.grid, p.block, p.args)
     return p.result

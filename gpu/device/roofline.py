@@ -87,24 +87,24 @@ NEAR_STEP_NS = 30 / CLOCK_HZ * 1e9  # ~15 ns
 
 # per-thread registers and static shared memory of each kernel: ptxas as NVRTC 12.9 (the
 # nvidia-cuda-nvrtc-cu12 12.9.86 wheel) runs it for -arch=sm_90 with the options CuPy passes,
-# the warp-shuffle kernels.cu, 2026-12-03 (tests/twin/test_kernels_compile.py prints the same
-# report). They set how many blocks an SM holds at once, hence the waves; rerun it when a
-# kernel changes.
+# kernels.cu with split-K linears and several-block picks, 2026-12-03
+# (tests/twin/test_kernels_compile.py prints the same report). They set how many blocks an SM
+# holds at once, hence the waves; rerun it when a kernel changes.
 REGISTERS = {
     "embed_rows": 26,
     "layer_norm_rows": 20,
     "fused_linear": 96,
-    "cached_attention": 44,
+    "cached_attention": 48,
     "pick_rows": 46,
-    "decide_packed": 50,
+    "decide_packed": 52,
 }
 SHARED_BYTES = {
     "embed_rows": 0,
     "layer_norm_rows": 132,
-    "fused_linear": 16512,
+    "fused_linear": 16516,
     "cached_attention": 6788,
-    "pick_rows": 784,
-    "decide_packed": 660,
+    "pick_rows": 788,
+    "decide_packed": 804,
 }
 
 # ---------------------------------------------------------------- the shapes
@@ -199,22 +199,26 @@ WARP = 32
 # Each function below reads one kernel's plan. Its chain formula names the loops of kernels.cu
 # it counts (LOOPS: each must still be in the source, tests/twin/test_kernel_roofline.py);
 # a loop whose trip count is known only at run time is counted as not unrolled, each iteration
-# one dependent step, except fused_linear's input loop: `#pragma unroll 4` issues four
-# iterations' weight loads before the first is used, so four trips wait once (assumed from
-# the pragma; the SASS was not read).
+# one dependent step, except fused_linear's loops under `#pragma unroll 4` (its input loop,
+# its first LayerNorm pass, its sum of the parts): four iterations' loads are issued before
+# the first is used, so four trips wait once (assumed from the pragma; the SASS was not read).
 
 CHAINS = {  # kernel -> its chain per thread, n = threads per block (the plan's), W = n / 32
-    # warps, c = ⌈V / n⌉, m = ⌈⌈V / W⌉ / 32⌉ (a warp's run of ids, in steps of 32)
+    # warps, c = ⌈V / n⌉, m = ⌈⌈V / W⌉ / 32⌉ (a warp's run of ids, in steps of 32); G, K:
+    # blocks a row (the plan's grid), P = ⌈V / G⌉ a block's part of the ids, m' its warp's steps
     "embed_rows": "far 1 + ⌈C / n⌉",
     "layer_norm_rows": "far 2⌈C / n⌉; near ⌈C / n⌉ + 2 × 12 (two block trees)",
-    "fused_linear": "far ⌈⌈C_in / 8⌉ / 4⌉ + (⌈R / 8⌉ with a residual, else 1 with a bias); "
-    "near 8⌈R / 8⌉ (8 = LIN_SLICES); with LN, far + ⌈R / W⌉ ⌈C_in / 32⌉ and "
-    "near + ⌈R / W⌉ (⌈C_in / 32⌉ + 10)",
+    "fused_linear": "far ⌈⌈⌈C_in / K⌉ / 8⌉ / 4⌉ + (⌈R / 8⌉ with a residual, else 1 with a "
+    "bias), + 2 + ⌈R / 8⌉ ⌈K / 4⌉ with K > 1; near 8⌈R / 8⌉ (8 = LIN_SLICES); with LN, "
+    "far + ⌈R / W⌉ ⌈⌈C_in / 32⌉ / 4⌉ and near + ⌈R / W⌉ (⌈C_in / 32⌉ + 10)",
     "cached_attention": "far ⌈hs / n⌉ + ⌈S / n⌉ (⌈hs / 32⌉ + has_mask) + ⌈S / W⌉; "
     "near ⌈S / n⌉ (hs − ⌈hs / 32⌉ + 1) + 2 × 12 + W",
-    "pick_rows": "far c; near 2 × 12 + m (writing p, or drawing at a temperature), "
-    "+ c + 12 at a temperature, + 13 + 6m + 12 drawing at one (greedy: the argmax, no scan)",
-    "decide_packed": "far ⌈(2k + 1) V / n⌉ + 2k + m; near 12 + 2 × 5 + 2 × 13 + 6m + 12",
+    "pick_rows": "far ⌈P / n⌉, + 3 with G > 1; near 2 × 12, + 2 × 12 with G > 1; at a "
+    "temperature + c (far with G > 1, else near) + 12 + m (writing p or drawing), + 13 + 6m + 12 "
+    "drawing (greedy: the argmax, no scan)",
+    "decide_packed": "far ⌈(k + 1) V / 4Gn⌉ + ⌈kV / 4Gn⌉ (+ 1 each for a tail; without float4 "
+    "loads ⌈(k + 1) V / Gn⌉ + ⌈kV / Gn⌉) + 2⌈k / 32⌉ + ⌈P / n⌉ + 3 + m'; "
+    "near 12 + 5 + 2 × 18 + 12 + 2 × 19 + 12 + 1 + 18 + 6m' + 12",
 }
 
 LOOPS = {
@@ -227,9 +231,10 @@ LOOPS = {
         "for (int r = t / WARP; r < R; r += warps)",
         "for (int i = lane; i < C_in; i += WARP) acc += row[i];",
         "#pragma unroll 4  // independent weight loads in flight, not one a trip\n"
-        "        for (int i = s; i < C_in; i += LIN_SLICES)",
+        "        for (int i = first + s; i < end; i += LIN_SLICES)",
         "for (int r = s; r < R; r += LIN_SLICES)",
         "for (int k = 0; k < LIN_SLICES; k++)",
+        "#pragma unroll 4\n            for (int k = 0; k < parts; k++)",
     ),
     "cached_attention": (
         "for (int d = tid; d < hs; d += blockDim.x)",
@@ -239,7 +244,9 @@ LOOPS = {
         "for (int w = 0; w < ATT_WARPS; w++) sum += part[w * hs + d];",
     ),
     "pick_rows": (
-        "for (int i = t; i < V; i += n)",
+        "for (int i = first + t; i < end; i += n)",
+        "if (!last_block_done(done + r, G)) return;",
+        "for (int i = t; i < V; i += n) local += tempered(z[i], top, temperature);",
         "for (int o = WARP / 2; o > 0; o >>= 1) {\n        float v = __shfl_xor_sync",
         "for (int i = lo + t % WARP; i < hi; i += WARP)",
         "for (int base = lo; base < hi; base += WARP)",
@@ -247,9 +254,12 @@ LOOPS = {
         "id = uniform >= 1.0 ? V : (uniform >= 0.0 ? top_i : 0);",
     ),
     "decide_packed": (
-        "for (long long i = t; i < (long long)(2 * k + 1) * V; i += n_threads)",
-        "for (int i = 0; i < k; i++)",
-        "for (int i = lo + t % WARP; i < hi; i += WARP)",
+        "for (long long i = me; i < fours; i += all)",
+        "for (long long i = 4 * fours + me; i < n; i += all)",
+        "for (int i = lane; i < k; i += WARP)",
+        "for (int i = first + t; i < end; i += n_threads)",
+        "if (!last_block_done(done, G)) return;",
+        "for (int i = lo + lane; i < hi; i += WARP) run += share(i);",
         "for (int base = lo; base < hi; base += WARP)",
     ),
 }
@@ -264,7 +274,7 @@ def warp_steps(V: int, n: int) -> int:
 def embed_work(plan: Plan) -> Work:
     # chain: far = 1 (the token id) + ceil(C / threads) (`for (int i = threadIdx.x; i < C; ...)`:
     # each iteration a new line of wte and wpe)
-    tokens, positions, has_positions, _, _, _, C, x = args_of(plan, 8)
+    tokens, positions, has_positions, _, _, _, _, _, C, x = args_of(plan, 10)
     R, C, n = tokens.shape[0], int(C), threads_of(plan)
     ids = tokens.nbytes + (positions.nbytes if has_positions else 0)
     return Work(plan.name, plan.grid, n, ids + 2 * R * C * 4, x.nbytes, R * C,
@@ -283,36 +293,45 @@ def layer_norm_work(plan: Plan) -> Work:
 
 
 def linear_work(plan: Plan) -> Work:
-    # chain (thread of slice s, column c):
+    # grid (columns, K): K parts of the input dimension (split-K). chain (thread of slice s,
+    # column c):
     #   with LN: warp w takes rows w, w + warps, ...: ceil(R / warps) rows, each two passes of
-    #     ceil(C_in / 32) (far, then near: L1) and two warp trees (near 2 WARP_TREE)
-    #   the input loop `for (int i = s; i < C_in; i += LIN_SLICES)`: ceil(C_in / slices) trips,
-    #     each a new row of W (its R x-loads ride along, issued at once: the r-loop is unrolled),
-    #     unrolled by 4: one far wait per four trips
+    #     ceil(C_in / 32): the first far, unrolled by 4 (one wait per four trips), the second
+    #     near (L1), and two warp trees (near 2 WARP_TREE)
+    #   the input loop `for (int i = first + s; i < end; i += LIN_SLICES)` over the block's part
+    #     of ceil(C_in / K) inputs: ceil(that / slices) trips, each a new row of W (its R
+    #     x-loads ride along, issued at once: the r-loop is unrolled), unrolled by 4: one far
+    #     wait per four trips
     #   thread (s, c) sums the slices for rows s, s + slices, ...: ceil(R / slices) x slices
     #     near, and reads resid for each (far) or the bias (1 far)
-    x, R, C_in, N, _, _, _, has_ln, w, _, has_bias, act, _, has_resid, out = args_of(plan, 15)
+    #   with K > 1, before that epilogue: the fence and the ticket (2 far), then the K parts of
+    #     each of its rows (`for (int k = 0; k < parts; k++)`, unrolled by 4: far)
+    x, R, C_in, N, _, _, _, has_ln, w, _, has_bias, act, _, has_resid, out, _, _ = args_of(plan, 17)
     R, C_in, N, n = int(R), int(C_in), int(N), threads_of(plan)
     if R == 0:
         raise ValueError("fused_linear: a plan of zero rows launches nothing, no roofline")
     has_ln, has_bias, has_resid, gelu = int(has_ln), int(has_bias), int(has_resid), int(act == 1)
-    slices, warps = n // LINEAR_COLS, n // WARP
+    slices, warps, K = n // LINEAR_COLS, n // WARP, plan.grid[1]
+    split = 8 * K * R * N if K > 1 else 0  # the parts' float64 sums, written, then read
     read = (
         x.nbytes
         + C_in * N * w.itemsize
         + 4 * (2 * C_in * has_ln + N * has_bias + R * N * has_resid)
+        + split
     )
     per_weight = 2 + 4 * has_ln  # the FMA, and (x - mean) * rstd * g + b again for each column
     stats = math.prod(plan.grid) * 4 * R * C_in * has_ln  # every block finds the rows' stats itself
-    tail = R * N * (slices + has_bias + 15 * gelu + has_resid)  # GELU ~ 15 FLOPs (tanh)
+    tail = R * N * (slices + K + has_bias + 15 * gelu + has_resid)  # GELU ~ 15 FLOPs (tanh)
     mine = cdiv(R, slices)  # rows this thread finishes
-    far = cdiv(cdiv(C_in, slices), 4) + (mine if has_resid else int(has_bias))
+    far = cdiv(cdiv(cdiv(C_in, K), slices), 4) + (mine if has_resid else int(has_bias))
+    if K > 1:
+        far += 2 + mine * cdiv(K, 4)
     near = mine * slices
     if has_ln:
         rows, steps = cdiv(R, warps), cdiv(C_in, WARP)
-        far, near = far + rows * steps, near + rows * (steps + 2 * WARP_TREE)
-    return Work(plan.name, plan.grid, n, read, out.nbytes, R * C_in * N * per_weight + stats + tail,
-                far=far, near=near)  # fmt: skip
+        far, near = far + rows * cdiv(steps, 4), near + rows * (steps + 2 * WARP_TREE)
+    return Work(plan.name, plan.grid, n, read, out.nbytes + split,
+                R * C_in * N * per_weight + stats + tail, far=far, near=near)  # fmt: skip
 
 
 def cached_span_work(plan: Plan) -> Work:
@@ -325,7 +344,8 @@ def cached_span_work(plan: Plan) -> Work:
     #   the output: warp w takes positions w, w + W, ... (W = threads / 32 warps), its lanes
     #     the dims, ceil(S / W) far (each a new V row, its ceil(hs / 32) loads issued at once);
     #     then each dim adds the W warps' partials, W near
-    qkv, T, C, nh, S, *_, has_cache, _, _, _, mask, has_mask, out = args_of(plan, 17)
+    args = args_of(plan, 19)
+    qkv, T, C, nh, S, has_cache, (_, has_mask, out) = *args[:5], args[10], args[-3:]
     T, C, nh, S, n = int(T), int(C), int(nh), int(S), threads_of(plan)
     has_cache, has_mask = int(has_cache), int(has_mask)
     B, hs = plan.grid[2], C // nh
@@ -340,47 +360,70 @@ def cached_span_work(plan: Plan) -> Work:
     return Work(plan.name, plan.grid, n, read, written, flops, far=far, near=near)
 
 
+def part_length(V: int, G: int) -> int:
+    # the ids of one of G blocks' parts of V (kernels.cu part_of: a multiple of WARP)
+    return min(V, cdiv(cdiv(V, G), WARP) * WARP)
+
+
 def pick_work(plan: Plan) -> Work:
-    # one block per row. chain: `for (int i = t; i < V; i += n)` ceil(V / threads) far (the
-    # block reads consecutive ids: coalesced); block_max and block_argmax, 2 BLOCK_TREE near;
-    # at a temperature the exp loop, ceil(V / threads) more (the row is in L1 / L2 by then:
-    # near) and block_sum; the mass loop over the warp's run, m steps of 32 ids (near), when
-    # it writes p or draws; a draw at a temperature: block_prefix, then count_below's m steps
-    # of a warp scan each, and block_sum (a greedy draw is the argmax: nothing more)
-    logits, V, greedy, _, _, _, has_u, _, has_probs, _, has_tokens, _, has_finite, _ = args_of(
-        plan, 14
+    # grid (G, R): G blocks a row. chain: `for (int i = first + t; i < end; i += n)` over the
+    # block's part, ceil(part / threads) far (coalesced); block_max and block_argmax, 2
+    # BLOCK_TREE near; with G > 1 the fence and the ticket (2 far), the last block's read of
+    # the G partials (1 far) and its two block trees again (near). At a temperature the last
+    # block's exp loop over the whole row, ceil(V / threads) (near with G = 1: the row is its
+    # own, in L1; far with G > 1: the others read it) and block_sum; the mass loop over the
+    # warp's run, m steps of 32 ids (near), when it writes p or draws; a draw at a
+    # temperature: block_prefix, then count_below's m steps of a warp scan each, and
+    # block_sum (a greedy draw is the argmax: nothing more)
+    logits, V, greedy, _, _, _, has_u, _, has_probs, _, has_tokens, _, has_finite, _, _, _ = (
+        args_of(plan, 16)
     )
-    R, V, n = logits.shape[0], int(V), threads_of(plan)
+    R, V, n, G = logits.shape[0], int(V), threads_of(plan), plan.grid[0]
     greedy, has_u, has_probs = int(greedy), int(has_u), int(has_probs)
     has_tokens, has_finite = int(has_tokens), int(has_finite)
-    chunk, m = cdiv(V, n), warp_steps(V, n)
-    read = logits.nbytes + 8 * R * has_u
-    written = 4 * R * V * has_probs + 8 * R * (has_tokens + has_finite)
+    c, m = cdiv(V, n), warp_steps(V, n)
+    partials = 8 * 3 * R * G if G > 1 else 0  # written, then read by the last block
+    read = logits.nbytes + 8 * R * has_u + partials
+    written = 4 * R * V * has_probs + 8 * R * (has_tokens + has_finite) + partials
     flops = R * V * (1 if greedy else 1 + 5 * (2 + has_tokens))  # tempered: sub, div, exp, ...
+    far, near = cdiv(part_length(V, G), n), 2 * BLOCK_TREE
+    if G > 1:
+        far, near = far + 3, near + 2 * BLOCK_TREE
     cdf = has_tokens and not greedy  # a greedy draw is the argmax itself: no scan
-    near = 2 * BLOCK_TREE + (m if has_probs or cdf else 0)
     if not greedy:
-        near += chunk + BLOCK_TREE
+        far, near = (far + c, near) if G > 1 else (far, near + c)
+        near += BLOCK_TREE + (m if has_probs or cdf else 0)
     if cdf:
         near += BLOCK_PREFIX + SCAN_STEP * m + BLOCK_TREE
-    return Work(plan.name, plan.grid, n, read, written, flops, far=cdiv(V, n), near=near)
+    return Work(plan.name, plan.grid, n, read, written, flops, far=far, near=near)
 
 
 def decide_work(plan: Plan) -> Work:
-    # one block. chain: the finiteness scan over p and q, ceil((2k + 1) V / threads) far;
-    # thread 0's acceptance loop, k drafts (all accepted: the longest), each x_i then p and q
-    # at x_i, 2 far; the sums over the warp's run of row n, m steps of 32 ids, each a new
-    # line of p and of q (far); block_max, block_prefix (twice when the residual is all 0:
-    # the longest), count_below's m steps of a warp scan (the row now in L1: near) and
-    # block_sum
-    p, q, x, u, k, V, out = args_of(plan, 7)
-    k, V, n = int(k), int(V), threads_of(plan)
-    m = warp_steps(V, n)
-    read = p.nbytes + q.nbytes + x.nbytes + u.nbytes
+    # grid (G): every block scans its share of p and q for finiteness, the grid striding through
+    # them, ceil(entries / 4 / (G x threads)) far with float4 loads (vec4; one more for the
+    # last < 4 entries of each), ceil(entries / (G x threads)) without; block_max (near).
+    # Warp 0 judges the drafts, a lane each: x_i, then p and q at x_i (2 far), and a warp
+    # min (near). The block's part of row n, ceil(part / threads) far, two block totals
+    # (near). The fence and the ticket (2 far); the last block reads the G partials (1 far),
+    # block_max, two prefixes over the partials (the residual's, then p_n's when it is all 0:
+    # the longest), block_min (the first part past u_k); the crossing part: its warp's run,
+    # m' steps of 32 ids, each a line of p_n and q_n from L2 (far), block_prefix,
+    # count_below's m' warp-scan steps (near, L1 now) and block_sum
+    p, q, x, u, k, V, vec4, out, _, _ = args_of(plan, 10)
+    k, V, n, G, vec4 = int(k), int(V), threads_of(plan), plan.grid[0], int(vec4)
+    part = part_length(V, G)
+    partials = 8 * 3 * G
+    read = p.nbytes + q.nbytes + x.nbytes + u.nbytes + partials
     flops = (2 * k + 1) * V + 8 * V
-    far = cdiv((2 * k + 1) * V, n) + 2 * k + m
-    near = BLOCK_TREE + 2 * WARP_TREE + 2 * BLOCK_PREFIX + SCAN_STEP * m + BLOCK_TREE
-    return Work(plan.name, plan.grid, n, read, out.nbytes, flops, far=far, near=near)
+    scan = 0
+    for entries in ((k + 1) * V, k * V):
+        scan += cdiv(entries // 4, G * n) + int(entries % 4 > 0) if vec4 else cdiv(entries, G * n)
+    far = scan + 2 * cdiv(k, WARP) + cdiv(part, n) + 2 + 1 + warp_steps(part, n)
+    block_total = WARP_TREE + BLOCK_PREFIX
+    thread_prefix = WARP_TREE + 1 + BLOCK_PREFIX
+    near = BLOCK_TREE + WARP_TREE + 2 * block_total + BLOCK_TREE + 2 * thread_prefix + BLOCK_TREE
+    near += 1 + block_total + SCAN_STEP * warp_steps(part, n) + BLOCK_TREE
+    return Work(plan.name, plan.grid, n, read, out.nbytes + partials, flops, far=far, near=near)
 
 
 WORK = {

@@ -10,6 +10,10 @@ through a shuffle (`__shfl_xor_sync` / `__shfl_down_sync` / `__shfl_up_sync` / `
 full mask only): each lane writes its value to an exchange slot, meets the other 31 at the
 warp's own barrier, reads its source lane's slot, and meets them again before the slots are
 reused, so a kernel's warp reductions run as the device runs them. Blocks are whole warps.
+`atomicAdd` (int) and `__threadfence` are the host's own, so a kernel whose last block to
+finish combines the others' partials (`last_block_done`) runs as written; since blocks run
+one at a time, the last block is the last in order, and `Emulator.block_order` can reverse
+that order so a test sees the combine not depend on which block finishes last.
 What this checks: the kernels' index arithmetic, their barriers and shuffles, their
 arithmetic and the argument lists gpu/device/fused.py builds
 (each argument's C type is checked against the array's dtype or the scalar's NumPy type).
@@ -34,6 +38,7 @@ from gpu.device.kernels import MAX_HS, MAX_ROWS, MAX_S, SOURCE, Plan
 
 HARNESS = r"""
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <condition_variable>
@@ -47,10 +52,17 @@ HARNESS = r"""
 using std::isfinite;
 using std::min;
 struct dim3 { unsigned x = 1, y = 1, z = 1; };
+struct alignas(16) float4 { float x, y, z, w; };  // a misaligned float4 load is UB here too
 thread_local dim3 threadIdx, blockIdx;
 static dim3 blockDim, gridDim;
 static std::barrier<>* block_barrier;
 static void __syncthreads() { block_barrier->arrive_and_wait(); }
+// blocks run one at a time, so a block's writes are seen by the next ones; inside a block
+// the fence and the atomic are the host's own
+static void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+static int atomicAdd(int* address, int value) {
+    return std::atomic_ref<int>(*address).fetch_add(value);
+}
 
 // warps: one barrier per warp of the block, and one 8-byte exchange slot per thread
 static const int warpSize = 32;
@@ -100,6 +112,7 @@ static std::mutex& pool_lock = *new std::mutex;
 static std::condition_variable& job_posted = *new std::condition_variable;
 static std::condition_variable& job_done = *new std::condition_variable;
 static long generation = 0;  // one per launch
+static bool reversed = false;  // blocks from the last to the first (set_block_order)
 static int pool_size = 0, running = 0;
 static const std::function<void()>* job = nullptr;
 
@@ -115,7 +128,8 @@ static void worker(int t, long seen) {
         for (unsigned z = 0; z < gridDim.z; z++)
             for (unsigned y = 0; y < gridDim.y; y++)
                 for (unsigned x = 0; x < gridDim.x; x++) {
-                    blockIdx = dim3{x, y, z};
+                    blockIdx = reversed ? dim3{gridDim.x - 1 - x, gridDim.y - 1 - y, z}
+                                        : dim3{x, y, z};
                     (*job)();
                     block_barrier->arrive_and_wait();
                 }
@@ -123,6 +137,10 @@ static void worker(int t, long seen) {
         if (--running == 0) job_done.notify_one();
     }
 }
+
+// the order the next launches run their blocks in: 0 first to last, 1 last to first (a
+// kernel must not care: on a device any block may finish last)
+extern "C" void set_block_order(int last_first) { reversed = last_first != 0; }
 
 static void run_grid(int gx, int gy, int gz, int bx, const std::function<void()>& kernel) {
     std::barrier<> barrier(bx);
@@ -148,7 +166,13 @@ static void run_grid(int gx, int gy, int gz, int bx, const std::function<void()>
 
 WARP = 32  # threads of a warp, the harness's warpSize
 SIGNATURE = re.compile(r'extern "C" __global__ void (\w+)\(([^)]*)\)', re.S)
-POINTERS = {"float": np.float32, "double": np.float64, "long long": np.int64, "bool": np.bool_}
+POINTERS = {
+    "float": np.float32,
+    "double": np.float64,
+    "long long": np.int64,
+    "bool": np.bool_,
+    "int": np.int32,
+}
 SCALARS = {"int": (np.int32, ctypes.c_int), "float": (np.float32, ctypes.c_float),
            "double": (np.float64, ctypes.c_double)}  # fmt: skip
 
@@ -202,6 +226,10 @@ class Emulator:
                 check=True, capture_output=True, text=True,
             )  # fmt: skip
         self.library = ctypes.CDLL(str(library))
+
+    def block_order(self, last_first: bool) -> None:
+        # the order the blocks of every launch from now on run in (the default: first to last)
+        self.library.set_block_order(int(last_first))
 
     def launch(self, plan: Plan) -> None:
         # run the plan's kernel on its (NumPy) arguments, in place

@@ -4,10 +4,13 @@ No GPU is needed: tests/twin/cuda_emulator.py compiles the CUDA source with the 
 compiler (one host thread per CUDA thread, barriers for __syncthreads) and runs the exact
 plans gpu/device/fused.py would launch on a device -- grid, block, argument list and types. Each
 kernel is compared with the body NumPy mode runs (the unfused xp composition) on the cases
-where a kernel goes wrong: ties, NaN, masks, a cache with history, a rejection, p == q.
-Then a whole tiny twin runs its loops with every fused call going through the emulator
-instead of its body, and must emit the reference's tokens. With nvcc installed, the source
-is also compiled for the H200's architecture (sm_90): what the device's NVRTC will see.
+where a kernel goes wrong: ties, NaN, masks, a cache with history, a rejection, p == q --
+and, where one row's work is spread over several blocks (split-K linears, a large
+vocabulary's pick and verification), with the blocks run in order and last to first, since
+on a device any block may be the one that combines. Then a whole tiny twin runs its loops
+with every fused call going through the emulator instead of its body, and must emit the
+reference's tokens. With nvcc installed, the source is also compiled for the H200's
+architecture (sm_90): what the device's NVRTC will see.
 """
 
 from __future__ import annotations
@@ -22,20 +25,12 @@ import pytest
 
 from gpu import sampling, verification
 from gpu.device import fused, kernels
-from gpu.device.backend import ON_DEVICE
-from gpu.device.kernels import MAX_ROWS, SOURCE, KernelMode, Plan
+from gpu.device.kernels import MAX_ROWS, SOURCE
 from gpu.kv_cache import KVCache
 from reference.sampling import GREEDY, SamplingParams
-from tests.twin.cuda_emulator import Emulator, compiler
+from tests.twin.cuda_emulator import compiler
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C++ compiler (g++) on this machine")
-
-
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory):
-    if ON_DEVICE:  # xp makes device arrays, which a host emulator cannot read
-        pytest.skip("on a device the kernels run for real: the preflight and tests/twin check them")
-    return Emulator(tmp_path_factory.mktemp("kernels"))
 
 
 def rows(rng, *shape, scale=1.0):
@@ -210,16 +205,117 @@ def test_decide_packed_matches_its_body(emulator, case):
         assert want[0] == 2
 
 
-@pytest.fixture
-def kernels_in_the_emulator(emulator, monkeypatch):
-    """Every fused call of the twin goes to the emulator, as it would go to the device."""
+# ---------------------------------------------------------------- several blocks, one combine
+# Where one row's work is spread over several blocks (a linear's input dimension, a large
+# vocabulary's pick and verification), the group's last block to finish combines the others'
+# partials. On a device any block may be last: each case runs with the blocks in order and
+# last to first (the emulator runs one block at a time), and must match the body both ways.
 
-    class Module:
-        def get_function(self, name):
-            return lambda grid, block, args: emulator.launch(Plan(name, grid, block, args, None))
 
-    monkeypatch.setattr(kernels, "mode", KernelMode(on=True, why_off=""))
-    monkeypatch.setattr(kernels, "compiled_module", lambda: Module())
+@contextlib.contextmanager
+def blocks_in(emulator, order: str):
+    # "order": first to last (the default); "reversed": the last block runs first
+    emulator.block_order(last_first=order == "reversed")
+    try:
+        yield
+    finally:
+        emulator.block_order(last_first=False)
+
+
+@pytest.mark.parametrize("order", ["order", "reversed"])
+@pytest.mark.parametrize("R", [1, 5])
+def test_fused_linear_split_over_its_inputs_adds_the_parts_then_applies_the_epilogue_once(
+    emulator, R, order
+):
+    # C_in = 200: six parts of 34 inputs for each of 3 column blocks; bias, GELU and the
+    # residual applied to each part's sum instead of the whole would be far off
+    rng = np.random.default_rng(20 + R)
+    C_in, N = 200, 70
+    x, w = rows(rng, R, C_in), rows(rng, C_in, N, scale=0.1)
+    kwargs = dict(bias=rows(rng, N), ln=(rows(rng, C_in), rows(rng, C_in), 1e-5), act="gelu",
+                  resid=rows(rng, R, N))  # fmt: skip
+    plan = fused.linear_plan(x, w, **kwargs)
+    assert plan.grid == (3, 6)
+    with blocks_in(emulator, order):
+        emulator.launch(plan)
+    np.testing.assert_allclose(plan.result, fused.linear_body(x, w, **kwargs), atol=2e-5)
+
+
+@pytest.mark.parametrize("order", ["order", "reversed"])
+@pytest.mark.parametrize("params", [GREEDY, SamplingParams(temperature=0.7)])
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # the body's inf - inf, on purpose
+def test_pick_over_several_blocks_matches_its_body(emulator, params, order):
+    rng = np.random.default_rng(21)
+    V = 2500  # three blocks of 1024 ids
+    logits = rows(rng, 3, V, scale=3.0)
+    logits[0, [2100, 1500, 900]] = logits[0].max() + 1.0  # a tie in each block: 900 wins
+    logits[1, 2400] = np.inf  # not finite, in the last block alone
+    u = rng.random(3)
+    plan = fused.pick_plan(logits, params, u, *(np.zeros(s, d) for s, d in (((3, V), np.float32),
+                           (3, np.int64), (3, np.int64))))  # fmt: skip
+    assert plan.grid == (3, 3)
+    with blocks_in(emulator, order):
+        got = run_pick(emulator, logits, params, u, on_device=True)
+    want = run_pick(emulator, logits, params, u, on_device=False)
+    fine = [0, 2]  # row 1's draw is meaningless (its flag stops the loop)
+    np.testing.assert_allclose(got[0][fine], want[0][fine], atol=1e-6)
+    np.testing.assert_array_equal(got[1][fine], want[1][fine])
+    np.testing.assert_array_equal(got[2], [1, 0, 1])
+    if params.greedy:
+        assert got[1][0] == 900
+        assert np.isnan(got[0][1]).all() and np.isnan(want[0][1]).all()  # as the body: NaN
+
+
+@pytest.mark.parametrize("order", ["order", "reversed"])
+@pytest.mark.parametrize("case", ["a rejection", "all accepted", "p == q at the rejection", "NaN"])
+def test_decide_over_several_blocks_matches_its_body(emulator, case, order):
+    # V = 2999: 21 blocks scan p and q (3 drafts), and row n is split in parts of 160 ids
+    rng = np.random.default_rng(22)
+    k, V = 3, 2999
+    p = rng.random((k + 1, V)).astype(np.float32) ** 4
+    q = rng.random((k, V)).astype(np.float32) ** 4
+    p, q = p / p.sum(-1, keepdims=True), q / q.sum(-1, keepdims=True)
+    x, u = rng.integers(0, V, k), rng.random(k + 1)
+    u[0] = 0.0
+    if case == "all accepted":
+        u[:k] = 0.0
+    if case == "p == q at the rejection":  # the residual is all 0: the row falls back to p_1
+        q[1] = p[1]
+        u[1] = 1.0
+    if case == "NaN":
+        q[2, V - 1] = np.nan  # the last entry, in the last block's share
+    want = verification.decide_body(p, q, x, u)
+    plan = fused.decide_plan(p, q, x, u)
+    assert plan.grid == (21,)
+    with blocks_in(emulator, order):
+        emulator.launch(plan)
+    np.testing.assert_array_equal(plan.result, want)
+    assert want[0] == {"all accepted": k, "p == q at the rejection": 1}.get(case, want[0])
+
+
+def misaligned(a):  # the same values at an address 4 bytes past a 16-byte boundary
+    flat = np.empty(a.size + 4, dtype=a.dtype)
+    start = (-flat.ctypes.data // 4) % 4 + 1  # floats to a boundary, plus one
+    view = flat[start : start + a.size].reshape(a.shape)
+    view[...] = a
+    return view
+
+
+def test_the_verification_reads_four_floats_a_load_only_where_p_and_q_are_aligned(emulator):
+    rng = np.random.default_rng(23)
+    k, V = 3, 999  # 3 x 999 q entries: three past the last whole float4
+    p = rng.random((k + 1, V)).astype(np.float32)
+    q = rng.random((k, V)).astype(np.float32)
+    p, q = p / p.sum(-1, keepdims=True), q / q.sum(-1, keepdims=True)
+    q[2, V - 1] = np.inf  # in q's tail, which the float4 loop does not reach
+    x, u = rng.integers(0, V, k), rng.random(k + 1)
+    want = verification.decide_body(p, q, x, u)
+    for p_in, q_in, vec4 in ((p, q, 1), (misaligned(p), q, 0), (p, misaligned(q), 0)):
+        plan = fused.decide_plan(p_in, q_in, x, u)
+        assert plan.args[6] == vec4
+        emulator.launch(plan)
+        np.testing.assert_array_equal(plan.result, want)
+    assert want[-1] == 0
 
 
 def test_a_twin_running_the_kernels_emits_the_references_tokens(kernels_in_the_emulator):

@@ -5,6 +5,7 @@ No device: these check the arithmetic and its inputs, not the H200's timing."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -13,7 +14,7 @@ import pytest
 
 from gpu.device import roofline
 from gpu.device.backend import xp
-from gpu.device.fused import LINEAR_COLS, linear_plan
+from gpu.device.fused import LINEAR_COLS, SPLIT_INPUTS, decide_plan, linear_plan, pick_plan
 from gpu.device.kernels import SOURCE, Plan
 from tests.twin.test_launch_budget import BUDGET, K
 
@@ -38,12 +39,15 @@ def test_blocks_and_threads_are_the_plans_grid_and_block():
 
 
 def test_a_linear_of_a_given_shape_gets_the_grid_its_plan_gives():
-    # 1000 outputs: ceil(1000 / LINEAR_COLS) blocks, whatever the roofline would derive itself
+    # 1000 outputs: ceil(1000 / LINEAR_COLS) column blocks, times the parts the 384 inputs are
+    # split into (enough to fill the SMs), whatever the roofline would derive itself
     x, w = xp.empty((3, 384), dtype=np.float32), xp.empty((384, 1000), dtype=np.float32)
     plan = linear_plan(x, w)
     work = roofline.launch_work(plan)
-    assert work.blocks == math.prod(plan.grid) == -(-1000 // LINEAR_COLS)
-    assert work.read >= w.nbytes + x.nbytes and work.written == 3 * 1000 * 4
+    columns = -(-1000 // LINEAR_COLS)
+    assert plan.grid == (columns, -(-roofline.SMS // columns))
+    assert work.blocks == math.prod(plan.grid) >= roofline.SMS
+    assert work.read >= w.nbytes + x.nbytes and work.written >= 3 * 1000 * 4
     assert work.flops >= 2 * 3 * 384 * 1000
 
 
@@ -51,22 +55,49 @@ def test_a_fused_linear_reads_at_least_its_weight():
     for size, R, launch in every_table_launch():
         if launch.plan.name != "fused_linear":
             continue
-        x, out = launch.plan.args[0], launch.plan.args[-1]
+        x, out = launch.plan.args[0], launch.plan.result
         weight = x.shape[1] * out.shape[1] * 4  # C_in x N float32
         work = roofline.launch_work(launch.plan)
         assert work.read >= weight, f"{size.name}, R = {R}, {launch.label}"
         assert work.flops >= 2 * R * weight // 4
 
 
-def test_the_serial_chain_of_fused_linear_grows_with_its_input_width():
-    # today's kernel walks C_in / LIN_SLICES weight rows in one thread: the chain grows with
-    # C_in, and so does the serial bound (issue 34 asks for a kernel where it does not)
-    chains = []
-    for C_in in (128, 384, 768, 1536, 3072):
+def test_every_linear_of_both_sizes_fills_the_sms():
+    # split-K: a small linear's column blocks alone leave most of the SMs idle (the bundled
+    # c_proj: 12 of 132), so its inputs are split until they do -- or until every part has
+    # its fewest inputs (the bundled output layer: 9 columns x 12 parts of 32 inputs)
+    for size, R, launch in every_table_launch():
+        plan = launch.plan
+        if plan.name == "fused_linear":
+            C_in, K = int(plan.args[2]), plan.grid[1]
+            filled = math.prod(plan.grid) >= roofline.SMS or K == C_in // SPLIT_INPUTS
+            assert filled, f"{size.name}, R = {R}, {launch.label}: grid {plan.grid}"
+
+
+def test_splitting_the_inputs_shortens_the_chain_of_a_wide_linear():
+    # one thread walks ceil(C_in / K / LIN_SLICES) rows of W: the split cuts the chain and the
+    # serial bound by more than half, the combine's steps included
+    for C_in in (768, 1536, 3072):
         plan = linear_plan(xp.empty((1, C_in), np.float32), xp.empty((C_in, 384), np.float32))
-        work = roofline.launch_work(plan)
-        chains.append((work.far, roofline.bounds(work).serial))
-    assert all(a < b for a, b in zip(chains, chains[1:], strict=False)), chains
+        whole = dataclasses.replace(plan, grid=(plan.grid[0], 1))  # the same launch, unsplit
+        split, unsplit = roofline.launch_work(plan), roofline.launch_work(whole)
+        assert plan.grid[1] > 1 and 2 * split.far < unsplit.far, (C_in, split, unsplit)
+        assert roofline.bounds(split).serial < roofline.bounds(unsplit).serial / 2
+
+
+def test_a_large_vocabulary_is_picked_and_verified_by_many_blocks():
+    # GPT-2's 50,257 ids: a pick row over ceil(V / 1024) blocks, the verification's finiteness
+    # scan over p and q (15 rows at k = 7) over the most blocks one combine takes; the
+    # one-block verification was predicted at ~1 ms, the largest launch of a round
+    V, k = roofline.GPT2_SMALL.n_vocab, 7
+    f32 = roofline.f32
+    pick = pick_plan(f32(8, V), roofline.GREEDY, None, f32(8, V), None, None)
+    assert pick.grid == (-(-V // 1024), 8)
+    decide = decide_plan(f32(k + 1, V), f32(k, V), roofline.i64(k), xp.empty(k + 1))
+    assert decide.grid == (256,)
+    for plan in (pick, decide):
+        b = roofline.bounds(roofline.launch_work(plan))
+        assert b.waves == 1 and b.time() < 2 * roofline.LAUNCH_US, (plan.name, b)
 
 
 def test_a_launch_costs_its_largest_bound_and_waves_follow_the_sms():
@@ -118,7 +149,7 @@ def test_the_loops_the_chain_formulas_count_are_still_in_kernels_cu():
 def test_a_plan_the_roofline_cannot_read_is_refused_with_what_was_wrong():
     with pytest.raises(ValueError, match="no roofline for kernel 'gelu'"):
         roofline.launch_work(Plan("gelu", (1,), (32,), (), None))
-    with pytest.raises(ValueError, match="the plan passes 2 arguments, the roofline reads 15"):
+    with pytest.raises(ValueError, match="the plan passes 2 arguments, the roofline reads 17"):
         roofline.launch_work(Plan("fused_linear", (1,), (256,), (1, 2), None))
     with pytest.raises(ValueError, match=r"a grid of \(6, 0, 1\) launches nothing"):
         roofline.launch_work(Plan("cached_attention", (6, 0, 1), (128,), (), None))

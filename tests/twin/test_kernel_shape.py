@@ -183,11 +183,6 @@ def test_every_plan_asks_for_whole_warps():
 # ---------------------------------------------------------------- warp-shaped kernels vs bodies
 
 
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory):
-    return Emulator(tmp_path_factory.mktemp("kernels"))
-
-
 def pick_both(emulator, logits, params, u):
     # (kernel's probs, tokens, finite), (body's): test_fused_kernels.run_pick both ways
     return [run_pick(emulator, logits, params, u, on_device) for on_device in (True, False)]

@@ -9,6 +9,10 @@ with the fused kernels of gpu/device/kernels.cu; docs/gpu.md "The launch budget"
 before them), and a count that falls well below its budget fails too, asking for the budget
 to follow it down, so that a gain is kept. The design's targets -- at most 60 launches per
 emitted token (greedy, k = 5, batch 1) and 40 per autoregressive token -- are asserted too.
+The speculative run is counted twice: every launch made one by one, and with the draft's
+steps 2..k and the target's pass each captured as a CUDA graph (gpu/device/graphs.py),
+whose round must be exactly the launches the graphs replace smaller, less the replays and
+their arguments' copies.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import pytest
 import gpu
 import gpu.speculative
 from gpu.device.backend import counting_launches, counting_transfers, to_device, to_host, xp
+from gpu.device.graphs import graphs_off
 from reference.model import gelu as reference_gelu
 from reference.sampling import GREEDY
 
@@ -44,6 +49,10 @@ BUDGET = {
     # depends on how many drafts the target accepts (9 rounds of 5 drafts and one of 3 here),
     # so it gets a wider margin: a change of acceptance is not a change of launches
     "speculative k=5, per emitted token (48 tokens, prefill included)": 24.1,
+    # the draft's steps 2..k and the target's pass each one CUDA graph (gpu/device/graphs.py),
+    # a replay one launch after its arguments' copy (the round that captures is left out)
+    "speculative k=5 with graph capture, per full round": 23,
+    "speculative k=5 with graph capture, per emitted token (48 tokens, prefill included)": 7.6,
 }
 TARGET = {"autoregressive": 40, "speculative k=5": 60}  # launches per token, at most
 RATCHET = 0.01  # a count may exceed its budget by 1 %
@@ -71,33 +80,44 @@ def check_budget(name: str, count: float, margin: float = RATCHET) -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def runs(pair):
-    """The twin on the stand-in: an autoregressive run and a speculative one, every device
-    operation counted, the speculative round by round."""
-    target_ref, draft_ref = pair
+def speculative_counted(target, draft, graphs: bool):
+    # -> (the run, its log, [(launches, drafted, fused linears, graph launches)] per round),
+    # the draft's steps 2..k one captured graph (gpu/device/graphs.py) or launched one by one
     real_round, rounds = gpu.speculative.speculative_round, []
 
     def counted_round(*args, **kwargs):
         with counting_launches() as log:
             rnd = real_round(*args, **kwargs)
-        linears = log.by_name["fused fused_linear"]
-        rounds.append((log.count, int(rnd.draft.tokens.shape[0]), linears))
+        by_name = log.by_name
+        drafted = int(rnd.draft.tokens.shape[0])
+        rounds.append((log.count, drafted, by_name["fused fused_linear"], by_name["graph launch"]))
         return rnd
 
+    kw = dict(rng=np.random.default_rng(0), sampling=GREEDY)
+    with pytest.MonkeyPatch.context() as patch, nullcontext() if graphs else graphs_off():
+        patch.setattr(gpu.speculative, "speculative_round", counted_round)
+        with counting_launches() as log:
+            spec = gpu.speculative_generate(
+                target, gpu.ModelDrafter(draft), PROMPT, k=K, max_new_tokens=48, **kw
+            )
+    return spec, log, rounds
+
+
+@pytest.fixture(scope="module")
+def runs(pair):
+    """The twin on the stand-in: an autoregressive run and a speculative one, every device
+    operation counted, the speculative round by round (each draft step launched one by
+    one), and the same speculative run with the draft's steps captured as a graph."""
+    target_ref, draft_ref = pair
     with counting_launches(strict=True):  # strict: no hidden sync may hide in the counts
         target = gpu.GPT(target_ref.config, target_ref.params)
         draft = gpu.GPT(draft_ref.config, draft_ref.params)
         kw = dict(rng=np.random.default_rng(0), sampling=GREEDY)
         with counting_launches() as ar_log:
             ar = gpu.generate(target, PROMPT, max_new_tokens=32, **kw)
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(gpu.speculative, "speculative_round", counted_round)
-            with counting_launches() as spec_log:
-                spec = gpu.speculative_generate(
-                    target, gpu.ModelDrafter(draft), PROMPT, k=K, max_new_tokens=48, **kw
-                )
-    return ar, ar_log, spec, spec_log, rounds
+        spec, spec_log, rounds = speculative_counted(target, draft, graphs=False)
+        graphed = speculative_counted(target, draft, graphs=True)
+    return ar, ar_log, spec, spec_log, rounds, graphed
 
 
 def test_autoregressive_launches_per_token_stay_within_budget(runs, pair):
@@ -114,8 +134,9 @@ def test_autoregressive_launches_per_token_stay_within_budget(runs, pair):
 
 
 def test_speculative_rounds_stay_within_budget(runs, pair):
-    *_, spec, log, rounds = runs
-    full = [count for count, drafted, _ in rounds if drafted == K]
+    *_, spec, log, rounds, _ = runs
+    assert not any(graph for *_, graph in rounds)  # every step launched one by one
+    full = [count for count, drafted, *_ in rounds if drafted == K]
     assert len(full) >= 5 and len(rounds) == spec.stats.rounds
     name = "speculative k=5, per full round (5 drafts; the draft catches up 1 or 2 tokens)"
     check_budget(name, max(full))
@@ -123,12 +144,39 @@ def test_speculative_rounds_stay_within_budget(runs, pair):
     # and the output layer, each one fused launch
     target_layers, draft_layers = pair[0].config.n_layer, pair[1].config.n_layer
     assert all(
-        m == K * (4 * draft_layers + 1) + 4 * target_layers + 1 for _, d, m in rounds if d == K
+        m == K * (4 * draft_layers + 1) + 4 * target_layers + 1 for _, d, m, _ in rounds if d == K
     )
     name = "speculative k=5, per emitted token (48 tokens, prefill included)"
     per_token = log.count / len(spec.tokens)
     check_budget(name, per_token, LOOSE)
     assert per_token <= TARGET["speculative k=5"]
+
+
+def test_graph_capture_replaces_the_draft_steps_and_the_target_pass(runs, pair):
+    """With the draft's steps 2..k and the target's verification pass each captured as a
+    graph, a round launches the draft's first step, and for the rest two graph launches and
+    their arguments: the same rounds and tokens, and, round by round, exactly
+    * the draft's k - 1 steps (each: the embedding, 5 a block, the output layer, the draw)
+      replaced by a graph launch and the copy of their slots;
+    * the target's pass (the catch-up tokens' copy, joining them to the drafts, the
+      embedding, 5 a block, LN_f, the output layer, the draw) replaced by a graph launch,
+      the copy of its slot and catch-up tokens, and the drafts' write into its array."""
+    *_, spec, _, eager_rounds, (graphed, log, rounds) = runs
+    assert list(graphed.tokens) == list(spec.tokens) and len(rounds) == len(eager_rounds)
+    target_layers, draft_layers = pair[0].config.n_layer, pair[1].config.n_layer
+    draft_steps = (K - 1) * (5 * draft_layers + 3)
+    target_pass = 5 * target_layers + 6
+    steady = list(zip(rounds, eager_rounds, strict=True))[1:]  # the first one captures
+    full = [(ours, theirs) for ours, theirs in steady if ours[1] == K]
+    assert len(full) >= 5
+    for (count, _, linears, graphs), (eager, *_) in full:
+        assert graphs == 2
+        assert count == eager - draft_steps + 2 - target_pass + 3
+        assert linears == 4 * draft_layers + 1  # the draft's first step's
+    worst = max(count for (count, *_), _ in full)
+    check_budget("speculative k=5 with graph capture, per full round", worst)
+    name = "speculative k=5 with graph capture, per emitted token (48 tokens, prefill included)"
+    check_budget(name, log.count / len(graphed.tokens), LOOSE)
 
 
 def test_the_stand_in_counts_launches_as_a_device_would_run_them():

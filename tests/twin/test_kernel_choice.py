@@ -1,0 +1,106 @@
+"""The preflight's choice between each fused kernel and its body (gpu/device/kernel_choice.py),
+with made-up timings: the faster half is kept per (kernel, shapes), and run_fused obeys it.
+
+On a device the timer waits for the device; here a made-up timer says which half is faster,
+the emulator (tests/twin/cuda_emulator.py) runs the kernels, and a spy on the launches shows
+which shapes still launch their kernel after the choice.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpu
+from gpu.device import kernels
+from gpu.device.backend import ON_DEVICE
+from gpu.device.kernel_choice import Measured, describe, measure_choices
+from gpu.device.kernels import KernelMode, Plan
+from reference.config import GPTConfig
+from reference.model import init_params
+from tests.twin.cuda_emulator import compiler
+
+pytestmark = pytest.mark.skipif(
+    compiler() is None or ON_DEVICE, reason="no C++ compiler (g++), or on a device"
+)
+
+
+@pytest.fixture
+def launched(emulator, monkeypatch):
+    """Every fused call goes to the emulator; -> the list of (kernel, rows) launched."""
+    names = []
+
+    class Module:
+        def get_function(self, name):
+            def launch(grid, block, args):
+                names.append((name, args[0].shape[0] if hasattr(args[0], "shape") else None))
+                emulator.launch(Plan(name, grid, block, args, None))
+
+            return launch
+
+    monkeypatch.setattr(kernels, "mode", KernelMode(on=True, why_off=""))
+    monkeypatch.setattr(kernels, "compiled_module", lambda: Module())
+    monkeypatch.setattr(kernels.Choices, "body_faster", set())
+    return names
+
+
+def forward(model, rows: list[int]):
+    # passes of these many new rows, one after another on one cache -> their logits, joined
+    cache, out = model.new_cache(), []
+    for T in rows:
+        out.append(model.forward(np.arange(T) % model.n_vocab, cache))
+        cache.commit(T)
+    return np.concatenate(out)
+
+
+def made_up(shape, half: str, run) -> float:
+    # the body wins a linear of 4 rows, the kernel everything else (nothing is run: made up)
+    name, shapes = shape
+    body_wins = name == "fused_linear" and shapes[0][0] == 4
+    return {"kernel": 2.0, "body": 1.0}[half] if body_wins else {"kernel": 1.0, "body": 2.0}[half]
+
+
+def test_the_faster_half_is_kept_per_kernel_and_shape_and_run_fused_obeys(launched):
+    cfg = GPTConfig(n_vocab=40, n_ctx=32, n_embd=32, n_head=2, n_layer=2)
+    model = gpu.GPT(cfg, init_params(cfg, np.random.default_rng(0), std=0.3))
+    want = forward(model, [4, 1])
+    measured = measure_choices(lambda: forward(model, [4, 1]), timer=made_up, repeats=2)
+    body = {m.shape for m in measured if m.choice == "body"}
+    assert body and all(name == "fused_linear" and s[0][0] == 4 for name, s in body)
+    assert kernels.Choices.body_faster == body
+    assert {m.shape[0] for m in measured} >= {"embed_rows", "fused_linear", "cached_attention"}
+    launched.clear()
+    np.testing.assert_allclose(forward(model, [4, 1]), want, atol=1e-5)
+    linears = [rows for name, rows in launched if name == "fused_linear"]
+    assert linears and all(rows == 1 for rows in linears)  # 4 rows: the body ran
+    assert ("embed_rows", 4) in launched  # the kernel still runs where it won
+
+
+def test_a_measure_reports_both_halves_and_the_choice():
+    m = Measured(("fused_linear", ((1, 384), (384, 1152))), kernel_s=20e-6, body_s=35e-6)
+    assert m.choice == "kernel" and Measured(m.shape, 3e-5, 1e-5).choice == "body"
+    line = describe(m)
+    assert "fused_linear" in line and "1x384 384x1152" in line and line.endswith("-> kernel")
+
+
+def test_the_preflight_prints_the_choices_and_checks_a_graph_replay(launched, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    from reference.model import GPT
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_preflight.py"
+    spec = importlib.util.spec_from_file_location("preflight", script)
+    preflight = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(preflight)
+
+    def model(n_layer, n_embd, seed):  # byte-level prompts: 128 ids
+        cfg = GPTConfig(n_vocab=128, n_ctx=64, n_embd=n_embd, n_head=2, n_layer=n_layer)
+        return GPT(cfg, init_params(cfg, np.random.default_rng(seed), std=0.3))
+
+    pair = (model(2, 32, 0), model(1, 16, 1))
+    preflight.kernel_choices(preflight.twin_loops(pair, new_tokens=6), made_up)
+    preflight.graph_replay(pair, new_tokens=8)
+    out = capsys.readouterr().out
+    assert "ok    kernel choices:" in out and "-> body" in out and "-> kernel" in out
+    assert "ok    graph capture: the draft's steps replayed" in out, out
