@@ -245,7 +245,9 @@ display(Image(filename=str(path)))
 # logits in other ways: products cut into blocks that OpenBLAS runs without packing (§1), or a
 # compiled loop (numba, where installed) that reads each weight once for every row while the
 # next weights load, attention with the long side of the product first, GELU without
-# temporaries, and the output layer in its stored layout; the bench and the demo use it. Same
+# temporaries, and the output layer in its stored layout; or the whole forward as one compiled
+# call, its rows one by one (the draft's step: NumPy's per-call overhead was nearly all of it)
+# or together (a verification pass); the bench and the demo use it. Same
 # weights, same numbers (checked below, on a verification-shaped pass). Whether a trick also
 # buys speed depends on the CPU, its kernels, the thread count, the shape, and where the
 # weights are when it runs (a model larger than the CPU's cache streams them from memory at

@@ -2,7 +2,9 @@
 
 `FastGPT` is a `reference.model.GPT` whose block computations `linear`, `attend` and
 `activation`, and its output layer `logits`, can be replaced by versions that give the same
-numbers to float32 rounding but suit OpenBLAS and NumPy's call overhead on a CPU. The plain
+numbers to float32 rounding but suit OpenBLAS and NumPy's call overhead on a CPU; where the
+plan says so, `forward_unchecked` with a cache runs as one compiled call instead
+(specdec/fast_cpu_step.py: the draft's step, a verification pass). The plain
 model stays the one to read; docs/fast-path.md says why each trick exists and what it
 measured, docs/benchmarks.md ("The CPU limit") how far a pass still is from its floor, and
 tests/unit/test_fast_cpu.py holds it to the plain model's logits.
@@ -33,7 +35,7 @@ import numpy as np
 
 from reference.config import GPTConfig
 from reference.model import GPT, attention, causal_mask, gelu
-from specdec import fast_cpu_compiled
+from specdec import fast_cpu_compiled, fast_cpu_step
 from specdec.fast_cpu_plan import (
     COMPILED_CONFIGS,
     CONFIGS,
@@ -143,7 +145,31 @@ class FastGPT(GPT):
             if is_linear_weight(name, w):
                 self.params[name] = read_only(np.array(w, dtype=np.float32, order="C"))
                 self.transposed_weight(name)
+        self.compiled_weights = fast_cpu_step.CompiledWeights(config.n_layer)
         self.plan = measure_passes(self) if plan is None else plan
+
+    def forward_unchecked(self, tokens: np.ndarray, cache=None) -> np.ndarray:
+        # tokens [T] -> logits [T, V]: layer by layer, or as one compiled call where the plan
+        # chose that for T rows (specdec/fast_cpu_step.py), the final norm and logits in it
+        done = self.compiled(tokens, cache, logits=True)
+        return super().forward_unchecked(tokens, cache) if done is None else done[1]
+
+    def residual(self, tokens: np.ndarray, cache=None, at=None) -> np.ndarray:
+        # tokens -> x [R, C] before the final norm (the verification pass reads this): the
+        # same choice, for a sequence's pass (a tree's or a batch's runs layer by layer)
+        done = self.compiled(tokens, cache, logits=False) if at is None else None
+        return super().residual(tokens, cache, at) if done is None else done[0]
+
+    def compiled(self, tokens: np.ndarray, cache, logits: bool):
+        # (residual, logits) of one compiled call where the plan chose one for len(tokens) rows
+        # with a cache: the rows one by one ("stepwise") or together ("fused"); else None
+        whole = self.plan.whole_forward(len(tokens)) if cache is not None else None
+        if whole is None or not fast_cpu_compiled.AVAILABLE:
+            return None
+        group = 1 if whole == "stepwise" else len(tokens)
+        return fast_cpu_step.compiled_forward(
+            self, self.compiled_weights, tokens, cache, group, logits
+        )  # None: an array the compiled loops cannot read
 
     def transposed_weight(self, name: str) -> np.ndarray:
         # params[name] [C_in, C_out] -> its read-only [C_out, C_in] copy, made again when the

@@ -18,8 +18,10 @@ in vector registers along C_in. Ahead of each pair it asks the CPU to start load
 eight NumPy calls: most of a tiny model's one-row step is such calls.
 
 numba compiles each at its first call (about a second; cached on disk after that) for the CPU it
-runs on: AVX2 on a laptop, AVX-512 where there is one (`NUMBA_CPU_NAME=haswell` makes it
-compile for AVX2 anywhere, as `OPENBLAS_CORETYPE=Haswell` does for OpenBLAS). Without numba
+runs on: AVX2 on a laptop, AVX-512 where there is one. `NUMBA_CPU_NAME=haswell
+NUMBA_CPU_FEATURES=+avx2,+fma` makes it compile for AVX2 anywhere, as `OPENBLAS_CORETYPE=Haswell`
+does for OpenBLAS; the CPU name alone is not enough: numba then still hands LLVM the host's
+features, AVX-512 included (`compiled_for()` names the instruction set it got). Without numba
 (`pip install specdec-lab[fast]` brings it) `AVAILABLE` is False and the fast path never
 offers the compiled configuration; with it, the plan (specdec/fast_cpu_plan.py) still uses it
 only for the pass sizes where whole passes measured faster.
@@ -39,7 +41,6 @@ except ImportError:  # the `fast` extra is not installed: the fast path runs wit
     numba = None
 
 AVAILABLE = numba is not None
-ROWS_PER_BLOCK = 4  # rows of x per block of running sums (x is padded to a multiple)
 COLUMNS_PER_BLOCK = 2  # weight rows (output features) per block
 AHEAD = 6  # blocks of weight rows between the one computed and the one prefetched
 CHUNK = 384  # inputs per chunk at most (see few_rows_kernel)
@@ -48,10 +49,24 @@ CHUNK = 384  # inputs per chunk at most (see few_rows_kernel)
 
 
 def compiled_for() -> str:
-    # the CPU the kernels are compiled for: NUMBA_CPU_NAME, else the host's
+    # the CPU and vector instructions the kernels are compiled for ("haswell, AVX2"):
+    # NUMBA_CPU_NAME and NUMBA_CPU_FEATURES, each else the host's (as numba decides)
     if not AVAILABLE:
         return "numba not installed"
-    return numba.config.CPU_NAME or binding.get_host_cpu_name()
+    name = numba.config.CPU_NAME or binding.get_host_cpu_name()
+    features = numba.config.CPU_FEATURES
+    if features is None:
+        features = binding.get_host_cpu_features().flatten()
+    return f"{name}, {vector_instructions(features)}"
+
+
+def vector_instructions(features: str) -> str:
+    # LLVM's feature string ("+avx2,+fma,-avx512f,...") -> the widest vector set it enables
+    enabled = {f[1:] for f in features.split(",") if f.startswith("+")}
+    for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX")):
+        if flag in enabled:
+            return name
+    return "SSE"
 
 
 if AVAILABLE:
@@ -77,52 +92,105 @@ if AVAILABLE:
 
         return types.void(matrix, row, column), codegen
 
+    # (the three blocks below are inlined into few_rows_kernel: one compiled loop, no calls)
+    @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", inline="always")
+    def keep(out, t, j, s0, s1, first):  # out[t, j:j+2] = (s0, s1), or += after the first chunk
+        if first:
+            out[t, j], out[t, j + 1] = s0, s1
+        else:
+            out[t, j] += s0
+            out[t, j + 1] += s1
+
+    @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", inline="always")
+    def four_rows(x, w_t, out, t, j, start, stop, first):
+        # rows t..t+3 x weight rows j, j+1 over inputs start..stop: eight running sums
+        s00 = s01 = s10 = s11 = s20 = s21 = s30 = s31 = np.float32(0.0)
+        for i in range(start, stop):
+            w0, w1 = w_t[j, i], w_t[j + 1, i]
+            x0, x1, x2, x3 = x[t, i], x[t + 1, i], x[t + 2, i], x[t + 3, i]
+            s00 += x0 * w0
+            s01 += x0 * w1
+            s10 += x1 * w0
+            s11 += x1 * w1
+            s20 += x2 * w0
+            s21 += x2 * w1
+            s30 += x3 * w0
+            s31 += x3 * w1
+        keep(out, t, j, s00, s01, first)
+        keep(out, t + 1, j, s10, s11, first)
+        keep(out, t + 2, j, s20, s21, first)
+        keep(out, t + 3, j, s30, s31, first)
+
+    @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", inline="always")
+    def three_rows(x, w_t, out, t, j, start, stop, first):  # rows t..t+2: six sums
+        s00 = s01 = s10 = s11 = s20 = s21 = np.float32(0.0)
+        for i in range(start, stop):
+            w0, w1 = w_t[j, i], w_t[j + 1, i]
+            x0, x1, x2 = x[t, i], x[t + 1, i], x[t + 2, i]
+            s00 += x0 * w0
+            s01 += x0 * w1
+            s10 += x1 * w0
+            s11 += x1 * w1
+            s20 += x2 * w0
+            s21 += x2 * w1
+        keep(out, t, j, s00, s01, first)
+        keep(out, t + 1, j, s10, s11, first)
+        keep(out, t + 2, j, s20, s21, first)
+
+    @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", inline="always")
+    def two_rows(x, w_t, out, t, j, start, stop, first):  # rows t, t+1: four sums
+        s00 = s01 = s10 = s11 = np.float32(0.0)
+        for i in range(start, stop):
+            w0, w1 = w_t[j, i], w_t[j + 1, i]
+            x0, x1 = x[t, i], x[t + 1, i]
+            s00 += x0 * w0
+            s01 += x0 * w1
+            s10 += x1 * w0
+            s11 += x1 * w1
+        keep(out, t, j, s00, s01, first)
+        keep(out, t + 1, j, s10, s11, first)
+
+    @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", inline="always")
+    def one_row(x, w_t, out, t, j, start, stop, first):  # row t: two sums
+        s0 = s1 = np.float32(0.0)
+        for i in range(start, stop):
+            s0 += x[t, i] * w_t[j, i]
+            s1 += x[t, i] * w_t[j + 1, i]
+        keep(out, t, j, s0, s1, first)
+
     @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", cache=True)
-    def few_rows_kernel(x, w_t, out, chunk):  # [T4, C_in], [C_out, C_in] -> out [T4, C_out]
-        # T4 a multiple of 4, C_out a multiple of 2 (few_rows_product sees to both).
-        # out[t, j] = sum_i x[t, i] w_t[j, i]: eight sums, rows t..t+3 x columns j, j+1, over
-        # C_in in chunks of `chunk` inputs, so that the x rows of a chunk stay in L1 beside
-        # the two weight rows being read (at C_in = 1536 four whole x rows alone fill it)
-        T4, C_in = x.shape
+    def few_rows_kernel(x, w_t, out, chunk):  # [T, C_in], [C_out, C_in] -> out [T, C_out]
+        # C_out a multiple of 2 (fits() sees to it). out[t, j] = sum_i x[t, i] w_t[j, i]: for
+        # each pair of weight rows, the rows of x in blocks of four, then one block of the one
+        # to three rows left (T = 5 computes 4 + 1 rows, not 8: past four rows a pass
+        # is bound by this arithmetic more than by memory). Over C_in in chunks of `chunk`
+        # inputs, so that the x rows of a chunk stay in L1 beside the two weight rows being
+        # read (at C_in = 1536 four whole x rows alone fill it).
+        T, C_in = x.shape
         C_out = w_t.shape[0]
         line = 16  # float32 values per 64-byte cache line
         for i0 in range(0, C_in, chunk):
             # unsigned bounds: numba then knows every index is >= 0 and drops the check for
             # negative ones that would keep the compiler from vectorizing the loop
             start, stop = np.uint64(i0), np.uint64(min(C_in, i0 + chunk))
+            first = i0 == 0
             for j in range(0, C_out, 2):
                 ahead = j + 2 * AHEAD  # the pair whose chunk is loaded while this one computes
                 if ahead < C_out:
                     for e in range(start, stop, line):
                         prefetch(w_t, ahead, e)
                         prefetch(w_t, ahead + 1, e)
-                for t in range(0, T4, 4):
-                    s00 = s01 = s10 = s11 = s20 = s21 = s30 = s31 = np.float32(0.0)
-                    for i in range(start, stop):
-                        w0, w1 = w_t[j, i], w_t[j + 1, i]
-                        x0, x1, x2, x3 = x[t, i], x[t + 1, i], x[t + 2, i], x[t + 3, i]
-                        s00 += x0 * w0
-                        s01 += x0 * w1
-                        s10 += x1 * w0
-                        s11 += x1 * w1
-                        s20 += x2 * w0
-                        s21 += x2 * w1
-                        s30 += x3 * w0
-                        s31 += x3 * w1
-                    if i0 == 0:
-                        out[t, j], out[t, j + 1] = s00, s01
-                        out[t + 1, j], out[t + 1, j + 1] = s10, s11
-                        out[t + 2, j], out[t + 2, j + 1] = s20, s21
-                        out[t + 3, j], out[t + 3, j + 1] = s30, s31
-                    else:
-                        out[t, j] += s00
-                        out[t, j + 1] += s01
-                        out[t + 1, j] += s10
-                        out[t + 1, j + 1] += s11
-                        out[t + 2, j] += s20
-                        out[t + 2, j + 1] += s21
-                        out[t + 3, j] += s30
-                        out[t + 3, j + 1] += s31
+                t = 0
+                while t + 4 <= T:
+                    four_rows(x, w_t, out, t, j, start, stop, first)
+                    t += 4
+                rest = T - t  # the last rows, fewer than four: one block of them
+                if rest == 3:
+                    three_rows(x, w_t, out, t, j, start, stop, first)
+                elif rest == 2:
+                    two_rows(x, w_t, out, t, j, start, stop, first)
+                elif rest == 1:
+                    one_row(x, w_t, out, t, j, start, stop, first)
         return out
 
     @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", cache=True)
@@ -167,14 +235,10 @@ def fits(C_out: int) -> bool:
 
 def few_rows_product(x: np.ndarray, w_t: np.ndarray, b: np.ndarray) -> np.ndarray:
     # [T, C_in], w_t = w.T [C_out, C_in] (C-contiguous float32), b [C_out] -> [T, C_out]:
-    # x @ w + b to float32 rounding (the sums run in another order than BLAS's). Rows are
-    # padded with zeros to a multiple of ROWS_PER_BLOCK; the padded rows' outputs are dropped.
-    T, C_in = x.shape
-    T4 = -(-T // ROWS_PER_BLOCK) * ROWS_PER_BLOCK
-    rows = np.zeros((T4, C_in), np.float32)  # a copy even at T4 = T: C order, float32
-    rows[:T] = x
-    out = np.empty((T4, w_t.shape[0]), np.float32)
-    few_rows_kernel(rows, w_t, out, chunk_width(C_in))
-    out = out[:T]
+    # x @ w + b to float32 rounding (the sums run in another order than BLAS's)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = few_rows_kernel(
+        x, w_t, np.empty((x.shape[0], w_t.shape[0]), np.float32), chunk_width(x.shape[1])
+    )
     out += b
     return out

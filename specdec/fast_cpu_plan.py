@@ -25,6 +25,11 @@ imports nothing of the fast path.
     gelu        reference.model.gelu                    gelu_by_products
     logits      h @ wte^T (2..FEW_ROWS rows)            logits_few_rows
 
+and two configurations that replace a whole forward with a cache by one compiled call
+(`WHOLE_FORWARD`, specdec/fast_cpu_step.py), timed for passes of up to FEW_ROWS rows only
+(`MOST_ROWS`): "stepwise" runs the rows one after the other (a small model's step), "fused"
+all at once (a verification pass).
+
 Each figure is the fastest of `repeats` passes, the configurations and row counts taking
 turns: other work on the machine can only add time, and the cold weights are the same at
 every repeat, so the fastest is the pass least disturbed (medians of 5 let a busy machine
@@ -59,8 +64,19 @@ CONFIGS = {
     "all": frozenset({"linear", "attention", "gelu", "logits"}),  # the sliced x @ w
     # numba's compiled loops (specdec/fast_cpu_compiled.py): the few-row product, LayerNorm
     "compiled": frozenset({"compiled", "compiled_norm", "attention", "gelu", "logits"}),
+    # a forward with a cache as one compiled call (specdec/fast_cpu_step.py), its rows one
+    # after the other (a small model's step) or all at once (a verification pass); the other
+    # passes (a tree's, a batch's, features for extra heads) take the compiled tricks
+    "stepwise": frozenset({"compiled", "compiled_norm", "attention", "gelu", "logits"}),
+    "fused": frozenset({"compiled", "compiled_norm", "attention", "gelu", "logits"}),
 }
-COMPILED_CONFIGS = ("compiled",)  # offered only where numba is installed
+COMPILED_CONFIGS = ("compiled", "stepwise", "fused")  # offered only where numba is installed
+MOST_ROWS = {"stepwise": FEW_ROWS, "fused": FEW_ROWS}  # timed (and chosen) only up to this T
+# configurations that replace a whole forward with a cache, not single calls in it
+WHOLE_FORWARD = {
+    "stepwise": "rows one by one in one compiled call",
+    "fused": "the whole pass in one compiled call",
+}
 
 
 def rows_key(T: int) -> int:
@@ -110,6 +126,12 @@ class TrickPlan:
         if self.everything is not None:
             return self.everything
         return (trick, rows_key(T)) in self.kept
+
+    def whole_forward(self, T: int) -> str | None:
+        # "stepwise" / "fused" when a forward of T rows with a cache is one compiled call
+        # (specdec/fast_cpu_step.py), else None
+        config = self.chosen.get(rows_key(T)) if self.everything is None else None
+        return config if config in WHOLE_FORWARD else None
 
     def seconds(self, config: str, rows: int) -> float:
         return next(t.seconds for t in self.timings if (t.config, t.rows) == (config, rows))
@@ -168,8 +190,8 @@ def fastest_pass_seconds(
     for config in configs:  # warm-up: the first calls of each kind (and numba's compile)
         for T in rows[:2]:
             run_pass(config, T)
-    seconds: dict[tuple[str, int], list[float]] = {(c, T): [] for c in configs for T in rows}
-    running = {T: list(configs) for T in rows}
+    seconds = {(c, T): [] for T in rows for c in configs if T <= MOST_ROWS.get(c, T)}
+    running = {T: [c for c in configs if T <= MOST_ROWS.get(c, T)] for T in rows}
     for repeat in range(repeats):
         for T in rows:
             for config in running[T]:
@@ -250,6 +272,8 @@ def describe_plan(plan: TrickPlan) -> str:
     ]
     for config, rows in by_config.items():
         tricks = ", ".join(t for t in TRICKS if t in CONFIGS[config]) or "none"
+        if config in WHOLE_FORWARD:
+            tricks = f"{WHOLE_FORWARD[config]} (other passes: {tricks})"
         lines.append(f"| {config} | {tricks} | {row_ranges(rows)} rows |")
     lines += [
         "",

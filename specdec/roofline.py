@@ -121,7 +121,9 @@ def floor_seconds(model: GPT, T: int, S: int, rates: Rates) -> float:
 
 def pass_breakdown(model: GPT, context: np.ndarray, T: int, repeats: int) -> dict[str, float]:
     """Seconds per pass spent in each product (all layers), 'other' for the rest (norms,
-    GELU, embeddings, cache writes, Python), and 'total'; means over `repeats` passes."""
+    GELU, embeddings, cache writes, Python), and 'total'; means over `repeats` passes. The
+    pass is the layer-by-layer one (`GPT.forward_unchecked`): a fast model whose plan runs
+    these rows one by one in a compiled call (specdec/fast_cpu_step.py) has no parts to time."""
     spent: dict[str, float] = defaultdict(float)
     timed = {"linear": None, "attend": "attention", "logits": "logits"}
 
@@ -140,13 +142,14 @@ def pass_breakdown(model: GPT, context: np.ndarray, T: int, repeats: int) -> dic
         cache = model.new_cache()
         model.forward(context, cache)
         cache.commit(len(context))
+        rows = np.asarray(context[:T], dtype=np.int64)
         for _ in range(3):  # warm-up
-            model.forward(context[:T], cache)
+            GPT.forward_unchecked(model, rows, cache)
             cache.rollback()
         spent.clear()
         start = time.perf_counter()
         for _ in range(repeats):
-            model.forward(context[:T], cache)
+            GPT.forward_unchecked(model, rows, cache)
             cache.rollback()
         total = time.perf_counter() - start
     finally:

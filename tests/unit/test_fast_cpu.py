@@ -11,7 +11,7 @@ import pytest
 
 from reference import GPT, GPTConfig, ModelDrafter, generate, init_params, speculative_generate
 from reference import model as plain_model
-from specdec import fast_cpu, fast_cpu_compiled, fast_cpu_plan
+from specdec import fast_cpu, fast_cpu_compiled, fast_cpu_plan, fast_cpu_step
 from specdec.bundled import load_bundled_pair
 from specdec.fast_cpu import FastGPT, fast
 
@@ -285,6 +285,7 @@ def test_the_plan_keeps_the_fastest_configuration_for_each_pass_size():
     """Sliced products faster at 8-9 rows only, the other tricks faster everywhere: each pass
     size runs its fastest configuration, and plain wins a tie (a trick must be faster)."""
     table = {"plain": 3.0, "products": 2.0, "all": 2.0, "compiled": 2.5}
+    table |= {"stepwise": 2.5, "fused": 2.5}
 
     def seconds(config, T):
         return 1.0 if (config, T) in {("all", 8), ("all", 9)} else table[config]
@@ -324,8 +325,10 @@ def test_the_plan_times_cold_whole_passes_in_turns():
     )
     timed = [e for i, e in enumerate(events) if e[0] == "pass" and events[i - 1] == ("touch",)]
     rows = [*range(1, fast_cpu.FEW_ROWS + 1), fast_cpu.MANY_ROWS]
-    assert len(timed) == 2 * len(rows) * len(fast_cpu_plan.CONFIGS)
-    assert {(c, T) for _, c, T in timed} == {(c, T) for c in fast_cpu_plan.CONFIGS for T in rows}
+    offered = {(c, T) for c in fast_cpu_plan.CONFIGS for T in rows}
+    offered -= {(c, fast_cpu.MANY_ROWS) for c in fast_cpu_plan.MOST_ROWS}  # not for a prefill
+    assert len(timed) == 2 * len(offered)
+    assert {(c, T) for _, c, T in timed} == offered
     n = len(fast_cpu_plan.CONFIGS)
     assert [e[1] for e in timed[:n]] == list(fast_cpu_plan.CONFIGS), "configurations alternate"
     assert set(plan.chosen) == set(rows)
@@ -381,7 +384,7 @@ needs_numba = pytest.mark.skipif(
 
 @needs_numba
 @pytest.mark.parametrize("C_in, C_out", [(384, 1152), (1536, 384), (128, 512), (256, 2)])
-@pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 16])
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16])  # every tail: 4s, +2, +1
 def test_the_compiled_product_equals_the_plain_product(C_in, C_out, T):
     rng = np.random.default_rng(C_in + 7 * C_out + T)
     x = rng.standard_normal((T, C_in), dtype=np.float32)
@@ -452,3 +455,190 @@ def test_the_plan_refuses_configurations_without_plain():
         fast_cpu_plan.measure_plan(lambda c, T: None, lambda: 0, ("k",), 1, ("all",))
     with pytest.raises(ValueError, match="config must be one of"):
         fast_cpu_plan.TrickPlan.fixed("turbo")
+
+
+@pytest.mark.parametrize(
+    "features, expected",
+    [
+        ("+avx2,+fma,+avx512f,+avx512bw", "AVX-512"),
+        ("+avx2,+fma", "AVX2"),  # what NUMBA_CPU_FEATURES=+avx2,+fma gives an emulated laptop
+        ("+avx2,-avx512f", "AVX2"),
+        ("+sse4.2,+avx", "AVX"),
+        ("+sse2", "SSE"),
+    ],
+)
+def test_the_compiled_loops_name_the_vector_instructions_they_were_given(features, expected):
+    assert fast_cpu_compiled.vector_instructions(features) == expected
+
+
+@needs_numba
+def test_a_cpu_name_alone_does_not_hide_the_hosts_wider_instructions(monkeypatch):
+    """NUMBA_CPU_NAME=haswell without NUMBA_CPU_FEATURES still compiles with the host's
+    features (numba's rule): the report must say so rather than claim AVX2."""
+    config, binding = fast_cpu_compiled.numba.config, fast_cpu_compiled.binding
+    monkeypatch.setattr(config, "CPU_NAME", "haswell")
+    monkeypatch.setattr(config, "CPU_FEATURES", None)
+    host = fast_cpu_compiled.vector_instructions(binding.get_host_cpu_features().flatten())
+    assert fast_cpu_compiled.compiled_for() == f"haswell, {host}"
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+fma")
+    assert fast_cpu_compiled.compiled_for() == "haswell, AVX2"
+
+
+# ---- a forward as one compiled call: rows one by one ("stepwise") or all at once ("fused") ----
+
+WHOLE = pytest.mark.parametrize("config", list(fast_cpu_plan.WHOLE_FORWARD))
+
+
+def compiled_whole(model: GPT, config: str) -> FastGPT:
+    return FastGPT(model.config, dict(model.params), fast_cpu_plan.TrickPlan.fixed(config))
+
+
+@needs_numba
+@WHOLE
+@pytest.mark.parametrize("which", [0, 1], ids=["target", "draft"])
+def test_a_compiled_forward_equals_the_plain_model_at_the_bundled_pairs_shapes(
+    bundled, which, config
+):
+    """Prefill, decode steps and 2..16-row appends, each one compiled call (rows one by one,
+    or all at once): the plain model's logits at every call (the caches feed later calls)."""
+    model = bundled[which]
+    tokens = np.frombuffer(b"def area(self):\n    return self.w * self.h\n" * 3, np.uint8)
+    assert_same_logits_through_a_run(model, compiled_whole(model, config), tokens.astype(np.int64))
+
+
+@needs_numba
+@WHOLE
+def test_a_compiled_forward_writes_the_cache_as_a_pass_does(plain, config):
+    """Three rows after a committed prefix: the same K/V in the same slots, marked temporary,
+    and a rollback forgets them, as for the plain pass."""
+    quick = compiled_whole(plain, config)
+    tokens = np.arange(20) % 64
+    caches = plain.new_cache(), quick.new_cache()
+    for model, cache in zip((plain, quick), caches, strict=True):
+        model.forward(tokens[:17], cache)
+        cache.commit(17)
+        model.forward(tokens[17:], cache)
+    ours, theirs = caches
+    assert (theirs.length, theirs.pending) == (ours.length, ours.pending) == (17, 3)
+    assert_close_scaled(theirs.k[:, :, :20], ours.k[:, :, :20], "keys")
+    assert_close_scaled(theirs.v[:, :, :20], ours.v[:, :, :20], "values")
+    theirs.rollback()
+    assert (theirs.length, theirs.pending) == (17, 0)
+
+
+@needs_numba
+def test_a_plan_runs_a_compiled_forward_only_where_it_chose_one(plain, monkeypatch):
+    """Stepwise chosen for 1-2 rows, fused for 3: a 2-row forward with a cache runs its rows one
+    by one, a 3-row one all at once; a 4-row one, a forward without a cache, and every forced
+    plan run layer by layer."""
+    calls = []
+    real = fast_cpu_step.compiled_forward
+    monkeypatch.setattr(
+        fast_cpu_step, "compiled_forward", lambda *a: calls.append((len(a[2]), a[4])) or real(*a)
+    )
+    chosen = {("stepwise", 1), ("stepwise", 2), ("fused", 3)}
+    plan = made_up_plan(lambda c, T: 1.0 if (c, T) in chosen else 2.0)
+    text = fast_cpu_plan.describe_plan(plan)
+    assert "| stepwise | rows one by one in one compiled call" in text, text
+    assert "| fused | the whole pass in one compiled call" in text, text
+    quick = FastGPT(plain.config, dict(plain.params), plan)
+    cache = quick.new_cache()
+    quick.forward(np.arange(2), cache)
+    quick.forward(np.arange(3), cache)
+    assert calls == [(2, 1), (3, 3)], "rows in groups of one, then all three at once"
+    quick.forward(np.arange(4), cache)
+    quick.forward(np.arange(2))  # no cache: nothing to write the rows' K/V into
+    assert len(calls) == 2
+    for forced in ("all", "none"):
+        cache = quick.new_cache()
+        fast(plain, tricks=forced).forward(np.arange(2), cache)
+    assert len(calls) == 2, "a forced plan never runs a compiled forward"
+
+
+@needs_numba
+@WHOLE
+def test_a_compiled_forward_sees_replaced_and_edited_weights(plain, config):
+    """The compiled forward reads the model's own arrays: a replaced one is picked up at the
+    next call (both layouts), an in-place edit of a vector too; still the plain logits."""
+    quick = compiled_whole(plain, config)
+    quick.params["h.1.mlp.c_fc.weight"] = quick.params["h.1.mlp.c_fc.weight"] * np.float32(2.0)
+    quick.params["h.0.ln_2.bias"] += np.float32(0.5)
+    edited = GPT(plain.config, {n: w.copy() for n, w in quick.params.items()})
+    assert_same_logits_through_a_run(edited, quick, np.arange(30) % 64)
+    assert not np.allclose(edited.forward(np.arange(5)), plain.forward(np.arange(5)))
+
+
+@needs_numba
+@WHOLE
+def test_a_compiled_forward_leaves_weights_it_cannot_read_to_the_numpy_pass(plain, config):
+    """A float64 weight: the compiled forward declines (nothing written) and the layer-by-layer
+    forward runs, with the same logits as the plain model holding that weight."""
+    quick = compiled_whole(plain, config)
+    quick.params["h.0.attn.c_proj.bias"] = quick.params["h.0.attn.c_proj.bias"].astype(np.float64)
+    cache = quick.new_cache()
+    assert (
+        fast_cpu_step.compiled_forward(quick, quick.compiled_weights, np.arange(2), cache, 1)
+        is None
+    )
+    assert (cache.length, cache.pending) == (0, 0)
+    edited = GPT(plain.config, dict(quick.params))
+    assert_same_logits_through_a_run(edited, quick, np.arange(30) % 64)
+
+
+@needs_numba
+@WHOLE
+def test_greedy_speculative_equals_autoregressive_with_a_compiled_pair(bundled, config):
+    """Both bundled models run every forward as one compiled call: greedy speculative decoding
+    still emits exactly greedy autoregressive decoding's tokens."""
+    target, draft = (compiled_whole(m, config) for m in bundled)
+    prompt = np.frombuffer(b"class Rectangle:\n    def area(self):\n", np.uint8).astype(np.int64)
+    rng = np.random.default_rng(0)
+    ar = generate(target, prompt, max_new_tokens=40, rng=rng, sampling=GREEDY)
+    spec = speculative_generate(
+        target, ModelDrafter(draft), prompt, k=5, max_new_tokens=40, rng=rng, sampling=GREEDY
+    )
+    assert spec.tokens == ar
+
+
+@needs_numba
+def test_the_compiled_exp_is_within_a_few_ulps_of_numpys():
+    """The vectorised exp of the compiled forward (polynomial and built exponent): within 8
+    float32 ulps of the exact value wherever that is a normal float, and tiny below."""
+    x = np.concatenate([np.linspace(-87, 0, 20001), np.linspace(0, 80, 2001)]).astype(np.float32)
+    out, bits = np.empty_like(x), np.empty(len(x), np.int32)
+    fast_cpu_step.exp_into(x, out, bits)
+    exact = np.exp(x.astype(np.float64))
+    assert np.max(np.abs(out - exact) / exact) < 8 * 2.0**-24
+    below = np.array([-100.0, -1e10], np.float32)
+    fast_cpu_step.exp_into(below, out[:2], bits[:2])
+    assert np.all(out[:2] >= 0) and np.all(out[:2] < 1e-37), "a masked score weighs nothing"
+
+
+@needs_numba
+def test_the_compiled_gelu_equals_the_plain_one():
+    x = np.random.default_rng(5).standard_normal(4096).astype(np.float32) * 4
+    got = x.copy()
+    fast_cpu_step.gelu_row(got, np.empty_like(x), np.empty(len(x), np.int32))
+    np.testing.assert_allclose(got, plain_model.gelu(x), rtol=1e-5, atol=1e-6)
+
+
+@needs_numba
+@WHOLE
+def test_the_verification_pass_residual_is_compiled_too(plain, config, monkeypatch):
+    """The speculative loop reads its pass as `residual` (the stream before ln_f): a plan that
+    chose a compiled forward serves it as well, with the plain model's numbers; a tree's or a
+    batch's pass (a placement given) runs layer by layer."""
+    calls = []
+    real = fast_cpu_step.compiled_forward
+    monkeypatch.setattr(fast_cpu_step, "compiled_forward", lambda *a: calls.append(1) or real(*a))
+    quick = compiled_whole(plain, config)
+    tokens = np.arange(24) % 64
+    caches = plain.new_cache(), quick.new_cache()
+    for model, cache in zip((plain, quick), caches, strict=True):
+        model.forward(tokens[:18], cache)
+        cache.commit(18)
+    calls.clear()
+    ours, theirs = (m.residual(tokens[18:], c) for m, c in zip((plain, quick), caches, strict=True))
+    assert calls == [1]
+    assert_close_scaled(theirs, ours, "residual of a 6-row pass")
+    assert caches[1].pending == 6
