@@ -227,6 +227,19 @@ def attention_fits(at, n_embd: int, n_head: int) -> bool:
     return at.stop <= MAX_S and n_embd // n_head <= MAX_HS and mask_ok
 
 
+# Flash-decoding: a step's attention is nh blocks a row, a few % of an H200's SMs, each walking
+# the whole span; its positions are split over P blocks a head (kernels.cu cached_attention)
+# with one combine. P is fixed by the plan from the most positions the call can read (the
+# cache's capacity: in a captured graph the span is known only at each replay), each part
+# taking its share of the launch's span.
+ATTENTION_POSITIONS = 128  # positions of a part, at most (at the largest span the plan allows)
+
+
+def span_parts(span: int) -> int:
+    # P, the blocks a head's positions are split over: 1 .. MAX_PARTS
+    return parts(span, ATTENTION_POSITIONS)
+
+
 def attention_body(model, qkv, layer: int, cache, at):
     # qkv [R, 3C] -> [R, C]: the reference's own steps (split into heads, the temporary
     # write, attention over the history and the new positions, merge), with the twin's xp
@@ -256,7 +269,10 @@ def attention_plan(model, qkv, layer: int, cache, at) -> Plan:
         i32(n_layer), i32(capacity), i32(cache is not None), i32(0 if batch else int(at.start[0])),
         start_at, i32(slot is not None), rows, i32(batch), bool_mask, i32(mask is not None), out,
     )  # fmt: skip
-    return Plan("cached_attention", (n_head, T, B), (128,), args, out)
+    P = span_parts(at.stop if cache is None else capacity)
+    partial = xp.empty(B * T * n_head * P * (C // n_head + 2), dtype=np.float32)  # [g, P, 2 + hs]
+    args += (partial, counters(B * T * n_head))
+    return Plan("cached_attention", (n_head * P, T, B), (128,), args, out)
 
 
 def cached_attention(model, qkv, layer: int, cache, at):

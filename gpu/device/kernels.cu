@@ -12,11 +12,11 @@
 // combine of the warps' partials through shared memory: no thread loops over blockDim alone
 // (tests/twin/test_kernel_shape.py holds it). Blocks are whole warps. Where one row's work
 // is spread over several blocks (a large vocabulary's pick and verification, a linear's input
-// dimension), each block leaves its partial result in global memory and the group's LAST
-// block to finish (an atomic count, `last_block_done`) combines them, by block index, so the
-// result does not depend on which block finishes last. The emulator (which steps a warp's 32
-// host threads together through each shuffle, and has the atomic) runs every kernel exactly
-// as written, its blocks in either order.
+// dimension, an attention head's positions), each block leaves its partial result in global
+// memory and the group's LAST block to finish (an atomic count, `last_block_done`) combines
+// them, by block index, so the result does not depend on which block finishes last. The
+// emulator (which steps a warp's 32 host threads together through each shuffle, and has the
+// atomic) runs every kernel exactly as written, its blocks in either order.
 
 #ifndef MAX_ROWS
 #define MAX_ROWS 16  // rows one fused_linear call takes (gpu/device/kernels.py MAX_ROWS)
@@ -387,7 +387,8 @@ extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
 
 // ---------------------------------------------------------------- cached_attention
 
-// One head of one new position of one row per block: grid (nh, T, B), block (ATT_WARPS x 32).
+// One part of the positions of one head of one new position of one row per block: grid
+// (nh * P, T, B), block (ATT_WARPS x 32); blockIdx.x = h * P + p.
 //   qkv [B*T, 3C] (q | k | v, heads side by side), out [B*T, C] (heads merged); B = 1 for a
 //   sequence or a tree, whose cache is [L, nh, N, hs]; a ragged batch's is [B, L, nh, N, hs].
 //   Row b's new positions sit at its cache slots from start_b (`start`, or rows[b] when
@@ -399,18 +400,27 @@ extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
 //   its own row's slots). scores = q k^T / sqrt(hs), masked to -1e10, softmax, times V.
 //   has_start_at (a sequence in a captured graph, gpu/device/graphs.py): start = start_at[0]
 //   and S = start + T, read from the device at each replay instead of the arguments.
+// P > 1 (flash-decoding; P is fixed by the plan, from the cache's capacity, as S may be known
+// only at run time): part p takes its share of 0..S-1 (part_of, an even split of the S of
+// this launch; a part past S has none) and leaves partial[g, p] = (m, l, y[hs]): its largest
+// score, sum exp(score - m), sum exp(score - m) v (m = -3e38, l = 0, y = 0 when it has no
+// positions: it weighs nothing). The group's (g = (b T + t) nh + h) last block, counter
+// done[g], rescales the parts to their largest M, in part order, and divides. Only part 0
+// writes the cache (the other parts read the new positions from qkv, as part 0 does).
 extern "C" __global__ void cached_attention(const float* qkv, int T, int C, int nh, int S,
                                             float* k_cache, float* v_cache, int layer,
                                             int n_layer, int capacity, int has_cache,
                                             int start, const long long* start_at,
                                             int has_start_at, const long long* rows, int has_rows,
-                                            const bool* mask, int has_mask, float* out) {
+                                            const bool* mask, int has_mask, float* out,
+                                            float* partial, int* done) {
     __shared__ float q[MAX_HS];
     __shared__ float score[MAX_S];
     __shared__ float scratch[WARP + 1];
     __shared__ float part[ATT_WARPS * MAX_HS];  // the warps' partial outputs
-    int h = blockIdx.x, t = blockIdx.y, b = blockIdx.z, B = gridDim.z;
-    int tid = threadIdx.x, hs = C / nh;
+    int P = gridDim.x / nh, h = blockIdx.x / P, p = blockIdx.x % P;
+    int t = blockIdx.y, b = blockIdx.z, B = gridDim.z;
+    int tid = threadIdx.x, hs = C / nh, group = (b * T + t) * nh + h;
     if (has_start_at) start = (int)start_at[0], S = start + T;
     int row_start = has_rows ? (int)rows[b] : start, row_new = has_rows ? (int)rows[B + b] : T;
     // slot 0 of this head's cache (row b's, in a batch's cache)
@@ -420,15 +430,17 @@ extern "C" __global__ void cached_attention(const float* qkv, int T, int C, int 
 
     for (int d = tid; d < hs; d += blockDim.x) {
         q[d] = row[h * hs + d];
-        if (has_cache && t < row_new) {
+        if (has_cache && t < row_new && p == 0) {
             k_cache[(head + row_start + t) * hs + d] = row[C + h * hs + d];
             v_cache[(head + row_start + t) * hs + d] = row[2 * C + h * hs + d];
         }
     }
     __syncthreads();
 
+    int lo, hi;  // this part's positions
+    part_of(0, S, p, P, 1, &lo, &hi);
     float scale = 1.0f / sqrtf((float)hs), local_max = -3.0e38f;
-    for (int s = tid; s < S; s += blockDim.x) {
+    for (int s = lo + tid; s < hi; s += blockDim.x) {
         bool fresh = s >= row_start && s < row_start + row_new;
         const float* key = fresh ? first + (long long)(s - row_start) * 3 * C + C + h * hs
                                  : k_cache + (head + s) * hs;
@@ -442,7 +454,7 @@ extern "C" __global__ void cached_attention(const float* qkv, int T, int C, int 
     }
     float top = block_max(local_max, scratch);
     float local_sum = 0.0f;
-    for (int s = tid; s < S; s += blockDim.x) {
+    for (int s = lo + tid; s < hi; s += blockDim.x) {
         score[s] = expf(score[s] - top);
         local_sum += score[s];
     }
@@ -455,7 +467,7 @@ extern "C" __global__ void cached_attention(const float* qkv, int T, int C, int 
     float y[MAX_HS / WARP];
 #pragma unroll
     for (int k = 0; k < MAX_HS / WARP; k++) y[k] = 0.0f;
-    for (int s = warp; s < S; s += ATT_WARPS) {
+    for (int s = lo + warp; s < hi; s += ATT_WARPS) {
         bool fresh = s >= row_start && s < row_start + row_new;
         if (!has_cache && !fresh) continue;  // weight 0: masked, and no slot to read
         const float* value = fresh ? first + (long long)(s - row_start) * 3 * C + 2 * C + h * hs
@@ -473,7 +485,28 @@ extern "C" __global__ void cached_attention(const float* qkv, int T, int C, int 
         float sum = 0.0f;
 #pragma unroll
         for (int w = 0; w < ATT_WARPS; w++) sum += part[w * hs + d];
-        out[((long long)b * T + t) * C + h * hs + d] = sum / total;
+        if (P == 1)
+            out[((long long)b * T + t) * C + h * hs + d] = sum / total;
+        else
+            partial[((long long)group * P + p) * (hs + 2) + 2 + d] = sum;
+    }
+    if (P == 1) return;
+    if (tid == 0) {
+        partial[((long long)group * P + p) * (hs + 2)] = top;
+        partial[((long long)group * P + p) * (hs + 2) + 1] = total;
+    }
+    if (!last_block_done(done + group, P)) return;
+    // the combine, in every thread (P is small: MAX_S / the plan's positions a part)
+    const float* parts_of = partial + (long long)group * P * (hs + 2);
+    float M = -3.0e38f, L = 0.0f;
+    for (int k = 0; k < P; k++) M = fmaxf(M, fresh(parts_of + k * (hs + 2)));
+    for (int k = 0; k < P; k++)
+        L += fresh(parts_of + k * (hs + 2) + 1) * expf(fresh(parts_of + k * (hs + 2)) - M);
+    for (int d = tid; d < hs; d += blockDim.x) {
+        float y = 0.0f;
+        for (int k = 0; k < P; k++)
+            y += fresh(parts_of + k * (hs + 2) + 2 + d) * expf(fresh(parts_of + k * (hs + 2)) - M);
+        out[((long long)b * T + t) * C + h * hs + d] = y / L;
     }
 }
 

@@ -87,14 +87,14 @@ NEAR_STEP_NS = 30 / CLOCK_HZ * 1e9  # ~15 ns
 
 # per-thread registers and static shared memory of each kernel: ptxas as NVRTC 12.9 (the
 # nvidia-cuda-nvrtc-cu12 12.9.86 wheel) runs it for -arch=sm_90 with the options CuPy passes,
-# kernels.cu with split-K linears and several-block picks, 2026-12-03
+# kernels.cu with split-K linears, several-block picks and split attention, 2026-12-03
 # (tests/twin/test_kernels_compile.py prints the same report). They set how many blocks an SM
 # holds at once, hence the waves; rerun it when a kernel changes.
 REGISTERS = {
     "embed_rows": 26,
     "layer_norm_rows": 20,
     "fused_linear": 96,
-    "cached_attention": 48,
+    "cached_attention": 52,
     "pick_rows": 46,
     "decide_packed": 52,
 }
@@ -102,7 +102,7 @@ SHARED_BYTES = {
     "embed_rows": 0,
     "layer_norm_rows": 132,
     "fused_linear": 16516,
-    "cached_attention": 6788,
+    "cached_attention": 6792,
     "pick_rows": 788,
     "decide_packed": 804,
 }
@@ -211,8 +211,9 @@ CHAINS = {  # kernel -> its chain per thread, n = threads per block (the plan's)
     "fused_linear": "far ⌈⌈⌈C_in / K⌉ / 8⌉ / 4⌉ + (⌈R / 8⌉ with a residual, else 1 with a "
     "bias), + 2 + ⌈R / 8⌉ ⌈K / 4⌉ with K > 1; near 8⌈R / 8⌉ (8 = LIN_SLICES); with LN, "
     "far + ⌈R / W⌉ ⌈⌈C_in / 32⌉ / 4⌉ and near + ⌈R / W⌉ (⌈C_in / 32⌉ + 10)",
-    "cached_attention": "far ⌈hs / n⌉ + ⌈S / n⌉ (⌈hs / 32⌉ + has_mask) + ⌈S / W⌉; "
-    "near ⌈S / n⌉ (hs − ⌈hs / 32⌉ + 1) + 2 × 12 + W",
+    "cached_attention": "far ⌈hs / n⌉ + ⌈S' / n⌉ (⌈hs / 32⌉ + has_mask) + ⌈S' / W⌉, "
+    "+ 2 + P (2 + ⌈hs / n⌉) with P > 1 (S' = ⌈S / P⌉, P blocks a head: the grid's); "
+    "near ⌈S' / n⌉ (hs − ⌈hs / 32⌉ + 1) + 2 × 12 + W",
     "pick_rows": "far ⌈P / n⌉, + 3 with G > 1; near 2 × 12, + 2 × 12 with G > 1; at a "
     "temperature + c (far with G > 1, else near) + 12 + m (writing p or drawing), + 13 + 6m + 12 "
     "drawing (greedy: the argmax, no scan)",
@@ -238,10 +239,13 @@ LOOPS = {
     ),
     "cached_attention": (
         "for (int d = tid; d < hs; d += blockDim.x)",
-        "for (int s = tid; s < S; s += blockDim.x)",
+        "for (int s = lo + tid; s < hi; s += blockDim.x)",
         "for (int d = 0; d < hs; d++) dot += q[d] * key[d];",
-        "for (int s = warp; s < S; s += ATT_WARPS)",
+        "for (int s = lo + warp; s < hi; s += ATT_WARPS)",
         "for (int w = 0; w < ATT_WARPS; w++) sum += part[w * hs + d];",
+        "if (!last_block_done(done + group, P)) return;",
+        "for (int k = 0; k < P; k++) M = fmaxf(M, fresh(parts_of + k * (hs + 2)));",
+        "for (int k = 0; k < P; k++)\n            y += fresh(parts_of",
     ),
     "pick_rows": (
         "for (int i = first + t; i < end; i += n)",
@@ -335,27 +339,34 @@ def linear_work(plan: Plan) -> Work:
 
 
 def cached_span_work(plan: Plan) -> Work:
-    # one block per (head, new position, row). chain of one thread:
+    # grid (nh P, T, B): P blocks a (head, new position, row), each over its part of the
+    # span, ceil(S / P) positions (kernels.cu part_of). chain of one thread:
     #   q into shared: ceil(hs / threads) far
-    #   the scores `for (int s = tid; s < S; ...)`: ceil(S / threads) keys, each a dot product
-    #     `for (int d = 0; d < hs; d++)`: the key row's ceil(hs / 32) lines far, the other loads
-    #     near (L1); the mask's entry far
-    #   block_max, block_sum: 2 BLOCK_TREE near; the exp loop ceil(S / threads) near
-    #   the output: warp w takes positions w, w + W, ... (W = threads / 32 warps), its lanes
-    #     the dims, ceil(S / W) far (each a new V row, its ceil(hs / 32) loads issued at once);
-    #     then each dim adds the W warps' partials, W near
-    args = args_of(plan, 19)
-    qkv, T, C, nh, S, has_cache, (_, has_mask, out) = *args[:5], args[10], args[-3:]
+    #   the scores `for (int s = lo + tid; s < hi; ...)`: ceil(part / threads) keys, each a dot
+    #     product `for (int d = 0; d < hs; d++)`: the key row's ceil(hs / 32) lines far, the
+    #     other loads near (L1); the mask's entry far
+    #   block_max, block_sum: 2 BLOCK_TREE near; the exp loop ceil(part / threads) near
+    #   the output: warp w takes positions lo + w, lo + w + W, ... (W = threads / 32 warps), its
+    #     lanes the dims, ceil(part / W) far (each a new V row, its ceil(hs / 32) loads issued
+    #     at once); then each dim adds the W warps' partials, W near
+    #   with P > 1: the fence and the ticket (2 far), then the last block's combine, loops
+    #     over the P partials not unrolled: the P largest, the P sums and, for each of its
+    #     ceil(hs / threads) dims, the P outputs, one dependent far load each
+    args = args_of(plan, 21)
+    qkv, T, C, nh, S, has_cache, (_, has_mask, out) = *args[:5], args[10], args[-5:-2]
     T, C, nh, S, n = int(T), int(C), int(nh), int(S), threads_of(plan)
     has_cache, has_mask = int(has_cache), int(has_mask)
-    B, hs = plan.grid[2], C // nh
+    P, B, hs = plan.grid[0] // nh, plan.grid[2], C // nh
+    span = cdiv(S, P)  # a part's positions (the last may have fewer)
     history = max(0, S - T)  # slots read from the cache (the new ones come from qkv)
-    read = qkv.nbytes + 2 * B * nh * history * hs * 4 + (B * T * S if has_mask else 0)
-    written = out.nbytes + (2 * B * T * C * 4 if has_cache else 0)
-    flops = math.prod(plan.grid) * (4 * hs * S + 5 * S)  # every key counted as allowed: a ceiling
-    keys, dims = cdiv(S, n), cdiv(hs, n)
+    partials = B * T * nh * P * (hs + 2) * 4 if P > 1 else 0  # written, then read once
+    read = qkv.nbytes + 2 * B * nh * history * hs * 4 + (B * T * S if has_mask else 0) + partials
+    written = out.nbytes + (2 * B * T * C * 4 if has_cache else 0) + partials
+    flops = math.prod(plan.grid) * (4 * hs * span + 5 * span)  # every key allowed: a ceiling
+    keys, dims = cdiv(span, n), cdiv(hs, n)
     warps = n // WARP
-    far = dims + keys * (cdiv(hs, 32) + has_mask) + cdiv(S, warps)
+    far = dims + keys * (cdiv(hs, 32) + has_mask) + cdiv(span, warps)
+    far += 2 + P * (2 + dims) if P > 1 else 0
     near = keys * (hs - cdiv(hs, 32)) + 2 * BLOCK_TREE + keys + warps
     return Work(plan.name, plan.grid, n, read, written, flops, far=far, near=near)
 

@@ -6,11 +6,11 @@ plans gpu/device/fused.py would launch on a device -- grid, block, argument list
 kernel is compared with the body NumPy mode runs (the unfused xp composition) on the cases
 where a kernel goes wrong: ties, NaN, masks, a cache with history, a rejection, p == q --
 and, where one row's work is spread over several blocks (split-K linears, a large
-vocabulary's pick and verification), with the blocks run in order and last to first, since
-on a device any block may be the one that combines. Then a whole tiny twin runs its loops
-with every fused call going through the emulator instead of its body, and must emit the
-reference's tokens. With nvcc installed, the source is also compiled for the H200's
-architecture (sm_90): what the device's NVRTC will see.
+vocabulary's pick and verification, an attention head's positions), with the blocks run in
+order and last to first, since on a device any block may be the one that combines. Then a
+whole tiny twin runs its loops with every fused call going through the emulator instead of
+its body, and must emit the reference's tokens. With nvcc installed, the source is also
+compiled for the H200's architecture (sm_90): what the device's NVRTC will see.
 """
 
 from __future__ import annotations
@@ -103,38 +103,77 @@ CASES = ["prefill", "one step after history", "a verification pass", "a tree's m
          "no cache", "a ragged batch", "a batch of one-token steps"]  # fmt: skip
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_cached_attention_matches_its_body_and_writes_the_same_slots(emulator, tiny_twin, case):
+def attention_case(tiny_twin, case: str, capacity: int = 16, start: int = 5):
+    # -> (qkv, at, the body's cache, the kernel's cache, the rows compared) for one case
     from gpu.batch import BatchKVCache
     from reference.batch import batch_placement
     from reference.model import causal_placement
 
     rng = np.random.default_rng(4)
     C = tiny_twin.config.n_embd
-    start = {"prefill": 0, "no cache": 0}.get(case, 5)
+    start = {"prefill": 0, "no cache": 0}.get(case, start)
     T = 1 if case in ("one step after history", "a batch of one-token steps") else 4
     if "batch" in case:  # rows of different histories, one of them with padding, one idle
         length = np.array([5, 0, 9])
         n_new = np.array([T, T - 1, 0]) if T > 1 else np.array([1, 1, 0])
         at = batch_placement(length, n_new, T)
-        make = lambda: filled(BatchKVCache(3, 2, 4, 8, 16), length.copy())  # noqa: E731
+        make = lambda: filled(BatchKVCache(3, 2, 4, 8, capacity), length.copy())  # noqa: E731
     else:
         at = causal_placement(start, T)
-        make = lambda: filled(KVCache(2, 4, 8, 16), start)  # noqa: E731
+        make = lambda: filled(KVCache(2, 4, 8, capacity), start)  # noqa: E731
     if case == "a tree's mask":
         mask = rng.random((T, start + T)) < 0.6
         mask[:, 0] = True  # every node sees the first committed slot
         at = dataclasses.replace(at, mask=mask, positions=start + rng.integers(0, T, T))
     qkv = rows(rng, int(np.prod(at.shape)), 3 * C)
     caches = [None, None] if case == "no cache" else [make(), make()]
-    want = fused.attention_body(tiny_twin, qkv, 1, caches[0], at)
-    plan = fused.attention_plan(tiny_twin, qkv, 1, caches[1], at)
-    emulator.launch(plan)
     real = slice(None) if "batch" not in case else (np.arange(T)[None, :] < n_new[:, None]).ravel()
-    np.testing.assert_allclose(plan.result[real], want[real], atol=1e-5)  # padding: discarded
-    if caches[0] is not None:
-        np.testing.assert_array_equal(caches[1].k, caches[0].k)
-        np.testing.assert_array_equal(caches[1].v, caches[0].v)
+    return qkv, at, caches[0], caches[1], real
+
+
+def check_attention(emulator, tiny_twin, case: str, **shape):
+    # the kernel's plan against the body: the outputs (padding discarded) and every cache slot
+    qkv, at, body_cache, cache, real = attention_case(tiny_twin, case, **shape)
+    want = fused.attention_body(tiny_twin, qkv, 1, body_cache, at)
+    plan = fused.attention_plan(tiny_twin, qkv, 1, cache, at)
+    emulator.launch(plan)
+    np.testing.assert_allclose(plan.result[real], want[real], atol=1e-5)
+    if body_cache is not None:
+        np.testing.assert_array_equal(cache.k, body_cache.k)
+        np.testing.assert_array_equal(cache.v, body_cache.v)
+    return plan
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cached_attention_matches_its_body_and_writes_the_same_slots(emulator, tiny_twin, case):
+    plan = check_attention(emulator, tiny_twin, case)
+    assert plan.grid[0] == tiny_twin.config.n_head  # a cache of 16 slots: one part a head
+
+
+# Flash-decoding: a head's positions over P blocks, the last to finish combining the parts.
+# Two positions a part at most: a cache of 16 slots gives P = 8, so a span of 6 or 9 leaves
+# the last parts without a position (their partial must weigh nothing) and every other part
+# has a few, one of them the causal edge or a masked slot.
+@pytest.mark.parametrize("order", ["order", "reversed"])
+@pytest.mark.parametrize("case", CASES)
+def test_cached_attention_split_over_its_positions_matches_its_body(
+    emulator, tiny_twin, case, order, monkeypatch
+):
+    monkeypatch.setattr(fused, "ATTENTION_POSITIONS", 2)
+    with blocks_in(emulator, order):
+        plan = check_attention(emulator, tiny_twin, case)
+    parts = 2 if case == "no cache" else 8  # no cache: the span itself (4) sets P
+    assert plan.grid[0] == tiny_twin.config.n_head * parts
+
+
+@pytest.mark.parametrize("order", ["order", "reversed"])
+def test_a_long_cache_splits_each_heads_positions_over_parts_of_at_most_128(
+    emulator, tiny_twin, order
+):
+    # 300 slots: three parts of 128 at most, the span of 254 split 85 + 85 + 84
+    with blocks_in(emulator, order):
+        plan = check_attention(emulator, tiny_twin, "a verification pass", capacity=300, start=250)
+    assert plan.grid == (tiny_twin.config.n_head * 3, 4, 1)
 
 
 def run_pick(emulator, logits, params, u, on_device: bool):
@@ -207,9 +246,10 @@ def test_decide_packed_matches_its_body(emulator, case):
 
 # ---------------------------------------------------------------- several blocks, one combine
 # Where one row's work is spread over several blocks (a linear's input dimension, a large
-# vocabulary's pick and verification), the group's last block to finish combines the others'
-# partials. On a device any block may be last: each case runs with the blocks in order and
-# last to first (the emulator runs one block at a time), and must match the body both ways.
+# vocabulary's pick and verification; an attention head's positions, above), the group's
+# last block to finish combines the others' partials. On a device any block may be last:
+# each case runs with the blocks in order and last to first (the emulator runs one block at
+# a time), and must match the body both ways.
 
 
 @contextlib.contextmanager

@@ -127,7 +127,12 @@ needs_emulator = pytest.mark.skipif(
 
 
 @needs_emulator
-def test_a_replayed_graph_of_kernels_writes_the_caches_the_launches_write(kernels_in_the_emulator):
+@pytest.mark.parametrize("per_part", [128, 8])  # 8: each attention over 4 parts of 32 slots
+def test_a_replayed_graph_of_kernels_writes_the_caches_the_launches_write(
+    kernels_in_the_emulator, per_part, monkeypatch
+):
+    monkeypatch.setattr(fused, "ATTENTION_POSITIONS", per_part)
+
     def model(n_layer, n_embd, seed):
         cfg = GPTConfig(n_vocab=40, n_ctx=32, n_embd=n_embd, n_head=2, n_layer=n_layer)
         return GPT(cfg, init_params(cfg, np.random.default_rng(seed), std=0.3))
@@ -146,10 +151,14 @@ def test_a_replayed_graph_of_kernels_writes_the_caches_the_launches_write(kernel
 
 
 @needs_emulator
-def test_the_kernels_read_a_replays_slot_from_the_device(emulator):
+@pytest.mark.parametrize("per_part", [128, 2])
+def test_the_kernels_read_a_replays_slot_from_the_device(emulator, per_part, monkeypatch):
     """embed_rows and cached_attention planned once with their slot in a device array, then
     launched again with the slot moved on (the plan's arguments untouched, as a replay):
-    each time the body's numbers at the slot the array holds, and the cache slots it writes."""
+    each time the body's numbers at the slot the array holds, and the cache slots it writes.
+    per_part 2: the attention over 8 parts of the 16 slots, fixed at the capture, each
+    taking its share of the replay's span (4 or 10 positions: the last parts with none)."""
+    monkeypatch.setattr(fused, "ATTENTION_POSITIONS", per_part)
     rng = np.random.default_rng(5)
     cfg = GPTConfig(n_vocab=16, n_ctx=32, n_embd=32, n_head=4, n_layer=2)
     twin = gpu.GPT(cfg, init_params(cfg, np.random.default_rng(0)))
@@ -166,6 +175,7 @@ def test_the_kernels_read_a_replays_slot_from_the_device(emulator):
         at = causal_placement(3, 1)
         cache.length = 3
         attention = fused.attention_plan(twin, qkv, 1, cache, at)
+    assert attention.grid[0] == 4 * (16 // per_part if per_part < 16 else 1)
     for s in (3, 9):  # replays: the host writes the slot, the same plans launch
         slot[0] = s
         emulator.launch(embed)

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from gpu.device import roofline
+from gpu.device import fused, roofline
 from gpu.device.backend import xp
 from gpu.device.fused import LINEAR_COLS, SPLIT_INPUTS, decide_plan, linear_plan, pick_plan
 from gpu.device.kernels import SOURCE, Plan
@@ -98,6 +98,25 @@ def test_a_large_vocabulary_is_picked_and_verified_by_many_blocks():
     for plan in (pick, decide):
         b = roofline.bounds(roofline.launch_work(plan))
         assert b.waves == 1 and b.time() < 2 * roofline.LAUNCH_US, (plan.name, b)
+
+
+def test_an_attention_over_a_long_cache_is_split_over_more_blocks_with_a_shorter_chain():
+    # flash-decoding: CACHE_POSITIONS slots give each head ceil(S / 128) blocks, each walking
+    # its part of the span, so the blocks grow by P and the chain (the combine's steps
+    # included) and the serial bound shrink against the same launch in one block a head
+    assert roofline.CACHE_POSITIONS > fused.ATTENTION_POSITIONS
+    for size in SIZES:
+        for R in roofline.TABLE_ROWS:
+            start = roofline.CACHE_POSITIONS - R  # the span the tables read: the whole cache
+            launches = roofline.block(size, R, start)
+            attend = next(x.plan for x in launches if x.label == "attention")
+            P = -(-roofline.CACHE_POSITIONS // fused.ATTENTION_POSITIONS)
+            assert attend.grid == (size.n_head * P, R, 1), (size.name, R)
+            whole = dataclasses.replace(attend, grid=(size.n_head, R, 1))  # one block a head
+            split, unsplit = roofline.launch_work(attend), roofline.launch_work(whole)
+            assert split.blocks == P * unsplit.blocks
+            assert split.far < unsplit.far and split.near < unsplit.near, (split, unsplit)
+            assert roofline.bounds(split).serial < roofline.bounds(unsplit).serial
 
 
 def test_a_launch_costs_its_largest_bound_and_waves_follow_the_sms():
