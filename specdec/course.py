@@ -45,8 +45,7 @@ exercises/README.md). Write the function in the skeleton, then grade it from thi
 
 WITH_SOLUTIONS = "\nWorked solutions are in `exercises/solutions/`: try first.\n"
 WITHOUT_SOLUTIONS = (
-    "\nThe worked solutions are not in this copy "
-    "(`specdec course DIR --solutions` adds them).\n"
+    "\nThe worked solutions are not in this copy (`specdec course DIR --solutions` adds them).\n"
 )
 
 

@@ -214,10 +214,23 @@ if AVAILABLE:
         return out
 
 
+def interruptible(kernel, *args):
+    # kernel(*args), with a Ctrl-C that arrived while the compiled code ran raised as the
+    # KeyboardInterrupt it is: numba returns from the call with Python's exception set and
+    # Python reports a SystemError instead, which no `except KeyboardInterrupt` catches (the
+    # bench saves its finished cells on one)
+    try:
+        return kernel(*args)
+    except SystemError as error:
+        if isinstance(error.__cause__, KeyboardInterrupt):
+            raise error.__cause__ from None
+        raise
+
+
 def layer_norm_rows(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
     # [R, C] -> [R, C]: reference.model.layer_norm to float32 rounding, one compiled call
     x = np.ascontiguousarray(x, dtype=np.float32)
-    return layer_norm_kernel(x, g, b, np.float32(eps), np.empty_like(x))
+    return interruptible(layer_norm_kernel, x, g, b, np.float32(eps), np.empty_like(x))
 
 
 def chunk_width(C_in: int) -> int:
@@ -237,8 +250,12 @@ def few_rows_product(x: np.ndarray, w_t: np.ndarray, b: np.ndarray) -> np.ndarra
     # [T, C_in], w_t = w.T [C_out, C_in] (C-contiguous float32), b [C_out] -> [T, C_out]:
     # x @ w + b to float32 rounding (the sums run in another order than BLAS's)
     x = np.ascontiguousarray(x, dtype=np.float32)
-    out = few_rows_kernel(
-        x, w_t, np.empty((x.shape[0], w_t.shape[0]), np.float32), chunk_width(x.shape[1])
+    out = interruptible(
+        few_rows_kernel,
+        x,
+        w_t,
+        np.empty((x.shape[0], w_t.shape[0]), np.float32),
+        chunk_width(x.shape[1]),
     )
     out += b
     return out

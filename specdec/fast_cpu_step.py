@@ -304,7 +304,8 @@ def compiled_forward(model, weights: CompiledWeights, tokens, cache, group: int,
     scores = np.empty((len(tokens) if logits else 0, wte.shape[0]), np.float32)
     eps = np.float32(model.config.layer_norm_epsilon)
     matrices, transposed, chunks, vectors = lists
-    forward_kernel(
+    fast_cpu_compiled.interruptible(
+        forward_kernel,
         tokens, cache.end, max(group, 1), wte, wpe, matrices, transposed, chunks, vectors,
         cache.k, cache.v, eps, residual, scores,
     )  # fmt: skip

@@ -642,3 +642,32 @@ def test_the_verification_pass_residual_is_compiled_too(plain, config, monkeypat
     assert calls == [1]
     assert_close_scaled(theirs, ours, "residual of a 6-row pass")
     assert caches[1].pending == 6
+
+
+def ctrl_c_inside_compiled_code(*args):
+    # what Python reports when numba returns with a KeyboardInterrupt set by a signal handler
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as interrupt:
+        raise SystemError(
+            "CPUDispatcher(...) returned a result with an exception set"
+        ) from interrupt
+
+
+@needs_numba
+def test_a_ctrl_c_inside_the_compiled_forward_is_a_keyboard_interrupt_and_writes_nothing(
+    plain, monkeypatch
+):
+    """The bench saves its finished cells on KeyboardInterrupt: a Ctrl-C that lands in a
+    compiled call must arrive as one, not as numba's SystemError, and the cache stays at its
+    last committed state."""
+    quick = compiled_whole(plain, "fused")
+    cache = quick.new_cache()
+    quick.forward(np.arange(5), cache)
+    cache.commit(5)
+    monkeypatch.setattr(fast_cpu_step, "forward_kernel", ctrl_c_inside_compiled_code)
+    with pytest.raises(KeyboardInterrupt):
+        quick.forward(np.arange(3), cache)
+    assert (cache.length, cache.pending) == (5, 0)
+    with pytest.raises(SystemError, match="other"):  # any other SystemError stays one
+        fast_cpu_compiled.interruptible(lambda: (_ for _ in ()).throw(SystemError("other")))
