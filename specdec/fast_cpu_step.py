@@ -45,7 +45,6 @@ try:
 except ImportError:  # the `fast` extra is not installed: the plan never offers "stepwise"
     numba = None
 
-AVAILABLE = fast_cpu_compiled.AVAILABLE  # numba is there (what the fast path asks, at each call)
 # per block, in this order: the names of its matrices and of its vectors
 MATRICES = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
 VECTORS = (
@@ -74,7 +73,7 @@ def weight_names(n_layer: int) -> tuple[list[str], list[str]]:
     return matrices, vectors + ["ln_f.weight", "ln_f.bias"]
 
 
-if AVAILABLE:
+if numba is not None:  # (the fast path asks fast_cpu_compiled.AVAILABLE at each call)
     jit = numba.njit(fastmath=True, boundscheck=False, error_model="numpy", cache=True)
 
     @jit

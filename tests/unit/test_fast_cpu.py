@@ -493,6 +493,15 @@ def compiled_whole(model: GPT, config: str) -> FastGPT:
     return FastGPT(model.config, dict(model.params), fast_cpu_plan.TrickPlan.fixed(config))
 
 
+def committed_prefixes(models, prefix: np.ndarray) -> list:
+    # one fresh cache per model, holding `prefix` committed
+    caches = [m.new_cache() for m in models]
+    for model, cache in zip(models, caches, strict=True):
+        model.forward(prefix, cache)
+        cache.commit(len(prefix))
+    return caches
+
+
 @needs_numba
 @WHOLE
 @pytest.mark.parametrize("which", [0, 1], ids=["target", "draft"])
@@ -513,10 +522,8 @@ def test_a_compiled_forward_writes_the_cache_as_a_pass_does(plain, config):
     and a rollback forgets them, as for the plain pass."""
     quick = compiled_whole(plain, config)
     tokens = np.arange(20) % 64
-    caches = plain.new_cache(), quick.new_cache()
+    caches = committed_prefixes((plain, quick), tokens[:17])
     for model, cache in zip((plain, quick), caches, strict=True):
-        model.forward(tokens[:17], cache)
-        cache.commit(17)
         model.forward(tokens[17:], cache)
     ours, theirs = caches
     assert (theirs.length, theirs.pending) == (ours.length, ours.pending) == (17, 3)
@@ -633,10 +640,7 @@ def test_the_verification_pass_residual_is_compiled_too(plain, config, monkeypat
     monkeypatch.setattr(fast_cpu_step, "compiled_forward", lambda *a: calls.append(1) or real(*a))
     quick = compiled_whole(plain, config)
     tokens = np.arange(24) % 64
-    caches = plain.new_cache(), quick.new_cache()
-    for model, cache in zip((plain, quick), caches, strict=True):
-        model.forward(tokens[:18], cache)
-        cache.commit(18)
+    caches = committed_prefixes((plain, quick), tokens[:18])
     calls.clear()
     ours, theirs = (m.residual(tokens[18:], c) for m, c in zip((plain, quick), caches, strict=True))
     assert calls == [1]
