@@ -4,7 +4,7 @@
 // so each kernel below does the work of a whole stretch of a block in one launch. Each has a
 // NumPy body in gpu/device/fused.py that computes the same thing the plain way: NumPy mode runs the
 // bodies, the stand-in counts each call as one launch, and tests/twin/test_fused_kernels.py
-// runs THIS source on the CPU (tests/twin/cuda_emulator.py: one host thread per CUDA thread)
+// runs THIS source on the CPU (tests/twin/cuda_emulator.py: one fiber per CUDA thread)
 // and compares it with the bodies. The device compiles it with NVRTC (cupy.RawModule).
 //
 // Layouts: row-major, float32 activations and weights, int64 token ids; rows R <= MAX_ROWS.
@@ -15,7 +15,7 @@
 // dimension, an attention head's positions), each block leaves its partial result in global
 // memory and the group's LAST block to finish (an atomic count, `last_block_done`) combines
 // them, by block index, so the result does not depend on which block finishes last. The
-// emulator (which steps a warp's 32 host threads together through each shuffle, and has the
+// emulator (which steps a warp's 32 fibers together through each shuffle, and has the
 // atomic) runs every kernel exactly as written, its blocks in either order.
 
 #ifndef MAX_ROWS

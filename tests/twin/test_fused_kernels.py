@@ -1,7 +1,7 @@
 """The fused kernels (gpu/device/kernels.cu), run as written on the CPU, against their NumPy bodies.
 
 No GPU is needed: tests/twin/cuda_emulator.py compiles the CUDA source with the host's C++
-compiler (one host thread per CUDA thread, barriers for __syncthreads) and runs the exact
+compiler (one fiber per CUDA thread, barriers for __syncthreads) and runs the exact
 plans gpu/device/fused.py would launch on a device -- grid, block, argument list and types. Each
 kernel is compared with the body NumPy mode runs (the unfused xp composition) on the cases
 where a kernel goes wrong: ties, NaN, masks, a cache with history, a rejection, p == q --

@@ -121,6 +121,13 @@ extern "C" __global__ void shuffles(const float* x, const double* y, long long* 
     out_int[g] = __shfl_down_sync(0xffffffffu, (int)g, 7);
     if (g == 0) width[0] = warpSize;
 }
+
+// thread 0 returns while the others wait for it at a barrier: on a device, a hang
+extern "C" __global__ void skips_a_barrier(float* out) {
+    if (threadIdx.x == 0) return;
+    __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
 """
 
 
@@ -160,6 +167,15 @@ def test_the_emulators_shuffles_are_cudas(shuffle_emulator):
     np.testing.assert_array_equal(out_double, y[lanes(lane ^ 3)])
     np.testing.assert_array_equal(out_int, lanes(lane + 7))
     assert width[0] == WARP
+
+
+@needs_emulator
+def test_a_barrier_no_thread_can_pass_fails_the_launch_and_the_next_one_runs(shuffle_emulator):
+    out = np.zeros(64, np.float32)
+    with pytest.raises(AssertionError, match=r"block 0 \(flat index\) stuck"):
+        shuffle_emulator.launch(Plan("skips_a_barrier", (3,), (64,), (out,), out))
+    assert not out.any()  # block 0's threads 1-63 wait for thread 0; blocks 1 and 2 never ran
+    test_the_emulators_shuffles_are_cudas(shuffle_emulator)  # the fibers made anew
 
 
 @needs_emulator
