@@ -11,8 +11,9 @@ about 1.9 one-row steps; docs/fast-path.md).
 `few_rows_product` computes y = x @ w with w stored transposed, [C_out, C_in], reading each
 pair of weight rows from memory once and using it for every row of x while it sits in the L1
 cache: four rows of x times two weight rows make eight running sums, which the compiler keeps
-in vector registers along C_in. Ahead of each pair it asks the CPU to start loading the pair
-`AHEAD` pairs further on (`prefetch`), so that memory works while the arithmetic runs.
+in vector registers along C_in. While a pair computes it asks the CPU to start loading the
+pair `AHEAD` pairs further on (`prefetch`), in pieces spread over the pair's arithmetic, so
+that memory works while the arithmetic runs.
 
 `layer_norm_rows` is the plain LayerNorm's written-out sums in one compiled call instead of
 eight NumPy calls: most of a tiny model's one-row step is such calls.
@@ -44,6 +45,7 @@ AVAILABLE = numba is not None
 COLUMNS_PER_BLOCK = 2  # weight rows (output features) per block
 AHEAD = 6  # blocks of weight rows between the one computed and the one prefetched
 CHUNK = 384  # inputs per chunk at most (see few_rows_kernel)
+LINE = 16  # float32 values per 64-byte cache line
 # (4 x 2 sums and a prefetch distance of 6 pairs, 18 KB at C_in = 384: the fastest of the
 # shapes and distances measured inside whole passes, docs/fast-path.md)
 
@@ -158,39 +160,66 @@ if AVAILABLE:
             s1 += x[t, i] * w_t[j + 1, i]
         keep(out, t, j, s0, s1, first)
 
+    @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", inline="always")
+    def rows_block(x, w_t, out, t, j, start, stop, first, rows):  # rows t..t+rows-1, 1-4
+        if rows == 4:
+            four_rows(x, w_t, out, t, j, start, stop, first)
+        elif rows == 3:
+            three_rows(x, w_t, out, t, j, start, stop, first)
+        elif rows == 2:
+            two_rows(x, w_t, out, t, j, start, stop, first)
+        else:
+            one_row(x, w_t, out, t, j, start, stop, first)
+
+    @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", inline="always")
+    def prefetch_pair(w_t, j, start, stop):  # weight rows j, j+1 over inputs start..stop
+        if j < w_t.shape[0]:
+            for e in range(start, stop, LINE):
+                prefetch(w_t, j, e)
+                prefetch(w_t, j + 1, e)
+
     @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", cache=True)
     def few_rows_kernel(x, w_t, out, chunk):  # [T, C_in], [C_out, C_in] -> out [T, C_out]
         # C_out a multiple of 2 (fits() sees to it). out[t, j] = sum_i x[t, i] w_t[j, i]: for
-        # each pair of weight rows, the rows of x in blocks of four, then one block of the one
-        # to three rows left (T = 5 computes 4 + 1 rows, not 8: past four rows a pass
-        # is bound by this arithmetic more than by memory). Over C_in in chunks of `chunk`
-        # inputs, so that the x rows of a chunk stay in L1 beside the two weight rows being
-        # read (at C_in = 1536 four whole x rows alone fill it).
+        # each pair of weight rows, the rows of x in blocks of four, the last block holding
+        # the one to three rows left (T = 5 computes 4 + 1 rows, not 8: past four rows a
+        # pass is bound by this arithmetic more than by memory). Over C_in in chunks of
+        # `chunk` inputs, so that the x rows of a chunk stay in L1 beside the two weight rows
+        # being read (at C_in = 1536 four whole x rows alone fill it).
+        # While a pair computes, the pair AHEAD pairs on is prefetched in pieces, one before
+        # each block of rows (a single block: in two halves of its inputs): the CPU holds a
+        # few dozen misses in flight, and a burst of all 48 lines of a pair (C_in = 384) at
+        # once stalls the arithmetic until most of them have arrived, so memory and
+        # arithmetic took turns instead of overlapping (13-18 % of a 2-9-row product)
         T, C_in = x.shape
         C_out = w_t.shape[0]
-        line = 16  # float32 values per 64-byte cache line
+        blocks = (T + 3) // 4
         for i0 in range(0, C_in, chunk):
             # unsigned bounds: numba then knows every index is >= 0 and drops the check for
             # negative ones that would keep the compiler from vectorizing the loop
             start, stop = np.uint64(i0), np.uint64(min(C_in, i0 + chunk))
             first = i0 == 0
+            lines = (stop - start + np.uint64(LINE - 1)) // np.uint64(LINE)
             for j in range(0, C_out, 2):
                 ahead = j + 2 * AHEAD  # the pair whose chunk is loaded while this one computes
-                if ahead < C_out:
-                    for e in range(start, stop, line):
-                        prefetch(w_t, ahead, e)
-                        prefetch(w_t, ahead + 1, e)
-                t = 0
-                while t + 4 <= T:
-                    four_rows(x, w_t, out, t, j, start, stop, first)
-                    t += 4
-                rest = T - t  # the last rows, fewer than four: one block of them
-                if rest == 3:
-                    three_rows(x, w_t, out, t, j, start, stop, first)
-                elif rest == 2:
-                    two_rows(x, w_t, out, t, j, start, stop, first)
-                elif rest == 1:
-                    one_row(x, w_t, out, t, j, start, stop, first)
+                if T == 1:  # one row: so little arithmetic that there is nothing to overlap
+                    prefetch_pair(w_t, ahead, start, stop)
+                    one_row(x, w_t, out, 0, j, start, stop, first)
+                elif blocks == 1:  # two to four rows: one block, its inputs in two halves
+                    mid = start + np.uint64(LINE) * (lines // np.uint64(2))
+                    prefetch_pair(w_t, ahead, start, mid)
+                    rows_block(x, w_t, out, 0, j, start, mid, first, T)
+                    prefetch_pair(w_t, ahead, mid, stop)
+                    rows_block(x, w_t, out, 0, j, mid, stop, False, T)
+                else:
+                    for b in range(blocks):  # block b prefetches lines [b/blocks, (b+1)/blocks)
+                        near = start + np.uint64(LINE) * (lines * np.uint64(b) // np.uint64(blocks))
+                        far = start + np.uint64(LINE) * (
+                            lines * np.uint64(b + 1) // np.uint64(blocks)
+                        )
+                        prefetch_pair(w_t, ahead, near, min(stop, far))
+                        t = 4 * b
+                        rows_block(x, w_t, out, t, j, start, stop, first, min(4, T - t))
         return out
 
     @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", cache=True)

@@ -383,7 +383,11 @@ needs_numba = pytest.mark.skipif(
 
 
 @needs_numba
-@pytest.mark.parametrize("C_in, C_out", [(384, 1152), (1536, 384), (128, 512), (256, 2)])
+# (100: a last cache line cut short; 5: fewer inputs than a line, so the first half of a
+# single block's inputs is empty)
+@pytest.mark.parametrize(
+    "C_in, C_out", [(384, 1152), (1536, 384), (128, 512), (256, 2), (100, 6), (5, 4)]
+)
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16])  # every tail: 4s, +2, +1
 def test_the_compiled_product_equals_the_plain_product(C_in, C_out, T):
     rng = np.random.default_rng(C_in + 7 * C_out + T)
