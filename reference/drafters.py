@@ -143,10 +143,17 @@ OPTIONAL_PARTS = ("cache", "observe", "observe_features", "library_checked")
 
 
 def proposals_checked(drafter) -> bool:
-    # True when the class that wrote this drafter's propose declares library_checked itself
-    # (the library's own): a subclass that overrides propose is a plug-in, checked each round
-    owner = next((c for c in type(drafter).__mro__ if "propose" in vars(c)), None)
-    return owner is not None and "library_checked" in vars(owner) and bool(drafter.library_checked)
+    # True when the classes that wrote this drafter's propose (and its draw, where it has one)
+    # declare library_checked themselves (the library's own): a subclass that overrides
+    # either is a plug-in, checked each round
+    parts = ("propose", "draw") if callable(getattr(drafter, "draw", None)) else ("propose",)
+    return all(written_by_the_library(drafter, p) for p in parts) and bool(drafter.library_checked)
+
+
+def written_by_the_library(drafter, part: str) -> bool:
+    # the class in drafter's MRO that defines `part` declares library_checked itself
+    owner = next((c for c in type(drafter).__mro__ if part in vars(c)), None)
+    return owner is not None and "library_checked" in vars(owner)
 
 
 def drafter_feature_layers(drafter) -> tuple[int, ...] | None:
@@ -267,11 +274,20 @@ class ModelDrafter(Drafter):
                 return Draft(tokens[:i], q[:i])  # a shorter round: the target takes over
             # the library's own rows: logits of its own model (finite, checked in `step`), so
             # the per-token checks of `probabilities` and `sample_token` are skipped
-            tokens[i] = draw_token(logits, sampling, rng, q[i])  # x_i ~ q_i(. | context, x_<i)
+            tokens[i] = self.draw(logits, sampling, rng, q[i])  # x_i ~ q_i(. | context, x_<i)
             if i < k - 1:
                 logits = self.step(tokens[i : i + 1])
                 self._fed_drafts += 1
         return Draft(tokens, q)
+
+    def draw(
+        self, logits: np.ndarray, sampling: SamplingParams, rng: np.random.Generator, out
+    ) -> int:
+        # logits [V] (finite), out [V] -> one draft token x ~ q; out receives q, the row it was
+        # drawn from (one uniform of rng, as sample_token spends). Its own method so that a
+        # faster computation of the same law can take its place (specdec/fast_cpu_draw.py);
+        # a subclass that replaces it must declare library_checked itself to stay trusted.
+        return draw_token(logits, sampling, rng, out)
 
     def step(self, tokens: np.ndarray) -> np.ndarray:
         # tokens [T] -> logits [V] after the last of them; their K/V stay in the draft's cache

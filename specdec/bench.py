@@ -14,12 +14,16 @@ import numpy as np
 
 import reference
 from reference.autoregressive import generate
-from reference.drafters import ModelDrafter
 from reference.model import GPT
 from reference.sampling import SamplingParams
 from reference.speculative import SpeculativeStats, speculative_generate
 from specdec.costs import CostProfile, expected_tokens_per_round, predicted_speedup
-from specdec.drafting import DYNAMIC_TREE_DRAFTERS, generate_function, make_drafter
+from specdec.drafting import (
+    DYNAMIC_TREE_DRAFTERS,
+    generate_function,
+    make_drafter,
+    model_drafter,
+)
 from specdec.fast_cpu_plan import describe_plan, row_ranges
 from specdec.timing import StageClock
 from specdec.training.corpus import is_held_out, list_sources, stdlib_dir
@@ -366,7 +370,7 @@ def run_transformers_rows(
     # set): give it the same rule as ours, 0 meaning never
     hf_draft.generation_config.assistant_confidence_threshold = min_confidence or 0.0
     sampling = SamplingParams(temperature=temperature)
-    drafter = ModelDrafter(draft, min_confidence)
+    drafter = model_drafter(reference, draft, min_confidence)  # ours, as in the main rows
     hf_rate, our_rate = [], []
     for r in range(repeats):
         hf_t = hf_n = our_t = our_n = 0.0

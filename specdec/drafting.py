@@ -29,6 +29,7 @@ from reference.eagle import init_eagle_params
 from reference.tree import POINT
 from specdec.bundled import MODELS_DIR, SELF_DRAFT_DIR, load_exit_head, load_heads
 from specdec.fast_cpu import FastGPT
+from specdec.fast_cpu_draw import FastModelDrafter
 
 DRAFTERS = (
     "model", "lookup", "hybrid", "early-exit", "heads", "lookup+heads", "tree", "tree-wide",
@@ -84,7 +85,7 @@ def make_drafter(
             core, eagle_drafter(core, target, eagle_dir, eagle_seed), tree_nodes
         )
     if name == "model":
-        return core.ModelDrafter(draft, min_confidence)
+        return model_drafter(core, draft, min_confidence)
     if name == "early-exit":  # no trained exit head: the target's own final LayerNorm
         head = None if self_draft_dir is None else load_exit_head(exit_layer, self_draft_dir)
         return core.EarlyExitDrafter(target, exit_layer, head, min_confidence)
@@ -110,7 +111,15 @@ def make_drafter(
     )
     if name == "lookup+heads":
         return core.HybridDrafter(lookup, core.HeadsDrafter(target, trained_heads(self_draft_dir)))
-    return core.HybridDrafter(lookup, core.ModelDrafter(draft, min_confidence))
+    return core.HybridDrafter(lookup, model_drafter(core, draft, min_confidence))
+
+
+def model_drafter(core, draft, min_confidence: float | None):
+    # -> core.ModelDrafter(draft); for the reference with a fast-path draft model, the one
+    # whose sampled draws are one compiled call (the same law: specdec/fast_cpu_draw.py)
+    if core.__name__ == "reference" and isinstance(draft, FastGPT):
+        return FastModelDrafter(draft, min_confidence)
+    return core.ModelDrafter(draft, min_confidence)
 
 
 def describe_tree(
