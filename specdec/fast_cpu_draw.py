@@ -9,7 +9,9 @@ logit before the division, divided in float64, exp, normalised) and the same dra
 id whose cumulative mass (summed in float64, in id order, as np.cumsum does) exceeds
 u x the total, from the one uniform u that `sample_token` spends. The row differs from
 NumPy's only by rounding (a vectorised exp within a few ulps, a sum taken in another order),
-so the token differs only where u falls within that rounding of a boundary.
+so the token differs only where u falls within that rounding of a boundary. (One more
+difference: the exp stops at exp(-87.3) ~ 1e-38, so an id NumPy gives q = 0, a logit more
+than 87 T below the top, gets 1e-38 here; a draw reaches it with that probability.)
 
 `FastModelDrafter` is `reference.drafters.ModelDrafter` with this draw in place of its
 `draw`; the fast path's drafter (specdec/drafting.py) where the draft model is a FastGPT.
@@ -34,10 +36,11 @@ except ImportError:  # the `fast` extra is not installed: the reference's draw r
 if numba is not None:
 
     @numba.njit(boundscheck=False, error_model="numpy", cache=True)
-    def sampled_draw(logits, temperature, u, out, bits):
-        # logits [V] float32, temperature > 0, u in [0, 1), out [V], bits [V] int32 scratch
-        # -> the drawn id; out = q = softmax(logits / T), as probabilities_unchecked makes it
+    def sampled_draw(logits, temperature, u, out):
+        # logits [V] float32, temperature > 0, u in [0, 1), out [V] -> the drawn id;
+        # out = q = softmax(logits / T), as probabilities_unchecked makes it
         V = logits.shape[0]
+        bits = np.empty(V, np.int32)  # exp_into's scratch
         top = logits[0]
         for v in range(V):
             top = max(top, logits[v])
@@ -85,6 +88,5 @@ class FastModelDrafter(ModelDrafter):
         if not (compiled_draw_applies(logits, sampling) and out.flags.c_contiguous):
             return super().draw(logits, sampling, rng, out)
         u = rng.random()
-        bits = np.empty(len(logits), np.int32)
         temperature = np.float64(sampling.temperature)
-        return int(fast_cpu_compiled.interruptible(sampled_draw, logits, temperature, u, out, bits))
+        return int(fast_cpu_compiled.interruptible(sampled_draw, logits, temperature, u, out))

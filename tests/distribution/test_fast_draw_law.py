@@ -43,9 +43,8 @@ def counts_of(draw, temperature: float, seed: int) -> Counter:
 
 
 def compiled(z, temperature, rng, out, u=None):  # FastModelDrafter.draw's computation
-    bits = np.empty(len(z), np.int32)
     u = rng.random() if u is None else u
-    return int(fast_cpu_draw.sampled_draw(z, np.float64(temperature), u, out, bits))
+    return int(fast_cpu_draw.sampled_draw(z, np.float64(temperature), u, out))
 
 
 def ignores_temperature(z, temperature, rng, out):  # broken: q at T = 1

@@ -278,6 +278,8 @@ class Emulator:
             cpp = build_dir / f"kernels-{digest}.cpp"
             cpp.write_text(code)
             defines = [f"-DMAX_ROWS={MAX_ROWS}", f"-DMAX_S={MAX_S}", f"-DMAX_HS={MAX_HS}"]
+            # -U_FORTIFY_SOURCE: where a compiler turns it on by default (Ubuntu's), _longjmp
+            # becomes a checked jump that aborts when it lands on another fiber's stack
             subprocess.run(
                 [compiler(), "-std=c++20", "-O1", "-shared", "-fPIC", "-U_FORTIFY_SOURCE", *defines,
                  "-w", str(cpp), "-o", str(library)],

@@ -8,6 +8,9 @@ which shapes still launch their kernel after the choice.
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -17,7 +20,7 @@ from gpu.device.backend import ON_DEVICE
 from gpu.device.kernel_choice import Measured, describe, measure_choices
 from gpu.device.kernels import KernelMode, Plan
 from reference.config import GPTConfig
-from reference.model import init_params
+from reference.model import GPT, init_params
 from tests.twin.cuda_emulator import compiler
 
 pytestmark = pytest.mark.skipif(
@@ -84,11 +87,6 @@ def test_a_measure_reports_both_halves_and_the_choice():
 
 
 def test_the_preflight_prints_the_choices_and_checks_a_graph_replay(launched, capsys):
-    import importlib.util
-    from pathlib import Path
-
-    from reference.model import GPT
-
     script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_preflight.py"
     spec = importlib.util.spec_from_file_location("preflight", script)
     preflight = importlib.util.module_from_spec(spec)
