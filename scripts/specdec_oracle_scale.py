@@ -39,7 +39,12 @@ FLOOR = 200  # by default no sampled check runs fewer times than this, whatever 
 # (a path from the repository root; the oracle's machinery ships in specdec/oracle/, its
 # checks stay in tests/distribution/)
 SCALED = {
-    "specdec/oracle/cases.py": ("VERIFY_SETUPS", "LOOP_SETUPS", "LOOKUP_SETUPS"),
+    "specdec/oracle/cases.py": (
+        "VERIFY_SETUPS",
+        "LOOP_SETUPS",
+        "LOOKUP_SETUPS",
+        "BATCH_SPREAD_SETUPS",
+    ),
     "specdec/oracle/self_drafting.py": ("SELF_DRAFT_SETUPS",),
     "tests/distribution/test_batch_law.py": ("RUNS",),
     "tests/distribution/test_tree_law.py": ("LOOP_RUNS",),

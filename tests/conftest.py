@@ -219,12 +219,14 @@ LONGEST_FILES = (
     "distribution/test_power.py",  # 34
     "distribution/test_adaptive_draft_law.py",  # 32
     "twin/test_device_script.py",  # 24
+    "distribution/test_proposal_laws.py",  # ~25 (issue 51: 27 s of CPU under load, both backends)
     "distribution/test_lookup_law.py",  # 15 (16)
     "interop/test_grade_samplers.py",  # 15
     "twin/test_twin_loop.py",  # 15
     "twin/test_fused_kernels.py",  # 7 (the CUDA emulator)
     "twin/test_batch_drafting.py",  # 9
-    "distribution/test_batch_law.py",  # 10 (12)
+    "distribution/test_batch_law.py",  # 10 (12), and ~5 (3) for the spread family
+    "distribution/test_fast_draw_law.py",  # ~10 (issue 51: the fat tails and a loop setup)
 )
 
 

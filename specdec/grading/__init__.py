@@ -24,6 +24,8 @@ The layers (tests/grader/test_layers.py holds them to this):
         laws.py         the expected laws, derived apart from the reference
         submission.py   loading a submission and calling it safely; grade.py: grade()
         sandbox.py      the worker a submitted file runs in; worker_setup.py: what it is given
+        quoting.py      a submission's text and numbers, cut and quoted before anyone reads them
+        secret.py       the grading's secret, from which every scored check draws its inputs
         worker/         worker.py, wire.py, confinement.py: copied alone into the worker's
                         scratch folder (they import only each other, the stdlib and NumPy)
         config.py       the instructor's settings (grading.toml); report.py: text and JSON

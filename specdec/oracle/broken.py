@@ -2,20 +2,22 @@
 
 Each entry is one small, realistic mistake, written as a function with the signature of
 `reference.verification.verify` (the first six) or of `reference.speculative.speculative_generate`
-(the rest). Some of them change the output law; the cache bugs of the draft model do not
-(the draft's q is still the law its tokens came from, so verification stays exact) and show
-only in the law of the accepted count, and neither do two of the three EAGLE bugs (a feature
-one position off, predicted features kept in the cache: the drafter reads the wrong thing,
-but only ever committed tokens and its own drafts). test_power.py runs each through the same
-checks and thresholds as the real oracle and asserts that it is rejected; for the EAGLE
-drafters it also holds their q rows against the oracle's, row by row (exact).
+(most of the rest); the last three break what only the newer laws see: a drafter's own
+proposal, the compiled draw, the twin's batched drafting. Some of them change the output
+law; the cache bugs of the draft model do not (the draft's q is still the law its tokens
+came from, so verification stays exact) and show only in the law of the accepted count, and
+neither do two of the three EAGLE bugs (a feature one position off, predicted features kept
+in the cache: the drafter reads the wrong thing, but only ever committed tokens and its own
+drafts). test_power.py runs each through the same checks and thresholds as the real oracle
+and asserts that it is rejected; for the EAGLE drafters it also holds their q rows against
+the oracle's, row by row (exact).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, partial
 from unittest import mock
 
 import numpy as np
@@ -30,6 +32,8 @@ from reference.lookup import HybridDrafter, LookupDrafter, lookup_continuation, 
 from reference.model import GPT
 from reference.sampling import SamplingParams, probabilities, sample_token
 from reference.speculative import speculative_generate
+from reference.tree import ROOT, SAMPLED, EagleTreeDrafter, Tree
+from reference.tree.eagle import best_candidates
 from reference.verification import Verification
 
 # --------------------------------------------------------------------------------------------
@@ -347,6 +351,121 @@ class EagleKeepsDraftFeatures(EagleDrafter):
         self.cache.commit(min(self._fed_context + n_accepted, self.cache.pending))
 
 
+# Three mistakes only the proposal, draw and batch laws see (specdec/oracle/proposals.py,
+# fat_tails.py, tests/distribution/test_batch_law.py): each keeps every loop law of the
+# oracle's own setups, because those setups never run the code they break.
+
+
+class EagleTreeLabelsChosenAsSampled(EagleTreeDrafter):
+    """An EAGLE-2 tree whose chosen nodes claim to be SAMPLED from the drafter's confidence
+    rows: the tree's tokens are the same (each expanded node's likeliest children, the
+    budget's most confident nodes), but each node is handed over with draws SAMPLED and q
+    = its parent's confidence row (softmax at T = 1), as if the children had been drawn
+    from it, instead of POINT with a one-hot q. They were chosen, not drawn: verify_tree
+    then accepts x with min(1, p(x)/c(x)) and corrects from the residual of a law the
+    token never followed, and the output law moves at T > 0 (at T = 0 a one-hot p decides
+    alone). Every tree law of the oracle passed it: they run on the oracle's own table
+    drafters, never on this drafter's proposals. Caught by the proposal law
+    (`eagle-tree`): a label that is not the rule's is an impossible proposal. Fix: label a
+    node POINT, with a one-hot q, whenever the drafter chose it."""
+
+    def confidence(self, f_hat: np.ndarray) -> np.ndarray:
+        rows = super().confidence(f_hat)
+        self._rows_seen.extend(np.asarray(rows))  # in the order grow computes them
+        return rows
+
+    def grow(self, context, levels, budget, room, tokens, parents, scores) -> None:
+        self._rows_seen: list[np.ndarray] = []
+        super().grow(context, levels, budget, room, tokens, parents, scores)
+        # the nodes grow computed a confidence row for are the root and the expanded ones,
+        # in id order: exactly the parents of some candidate
+        row_of = dict(zip(sorted(set(parents[1:])), self._rows_seen, strict=True))
+        self._claimed = [row_of[parents[i]] for i in best_candidates(scores, budget)]
+
+    def propose_tree(self, context, max_depth, max_nodes, sampling, rng) -> Tree:
+        self._claimed = []
+        tree = super().propose_tree(context, max_depth, max_nodes, sampling, rng)
+        if tree.n_nodes == 1:
+            return tree
+        q = np.stack([np.zeros_like(self._claimed[0]), *self._claimed]).astype(np.float32)
+        return Tree(tree.tokens, tree.parents, q, (ROOT,) + (SAMPLED,) * (tree.n_nodes - 1))
+
+
+def eagle_tree_like(cls: type[EagleTreeDrafter], drafter: EagleTreeDrafter) -> EagleTreeDrafter:
+    # a broken EAGLE-2 tree drafter around the same EAGLE drafter, budget, depth and top
+    return cls(drafter.eagle, drafter.max_nodes, drafter.depth, drafter.top)
+
+
+TAIL_FLOOR = 1e-3  # the broken draw below never returns an id less likely than this
+
+
+def compiled_draw_skips_tail(z, temperature, rng, out, floor: float = TAIL_FLOOR) -> int:
+    """The compiled draw with its tail cut off: out = q is the compiled row, every id kept,
+    but the inverse CDF runs over the ids of q >= 1e-3 only (a loop that skips the long
+    tail of tiny probabilities to save time, renormalising over the rest). The q handed to
+    verify keeps the skipped ids, so min(1, p/q) and the residual assume mass the draw
+    never delivers: exactness is off by the skipped mass, about 1 % on the bundled draft's
+    rows at T = 1.3. The draw's own law test passed it (its six-logit row holds almost
+    nothing below 1e-3), and so did the loop laws (their drafters never use the compiled
+    draw). Caught by the fat-tail law (`bundled prose`): the ids below 1e-3 are cells of
+    their own, by decade, and come out empty. Fix: draw over every id of the row."""
+    from specdec import fast_cpu_draw
+
+    fast_cpu_draw.sampled_draw(z, np.float64(temperature), 0.0, out)  # out = q, every id
+    kept = np.where(out >= floor, out, 0.0).astype(np.float64)
+    cdf = np.cumsum(kept)
+    return min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(z) - 1)
+
+
+class SameUniforms:
+    """A generator stand-in for one drafting step: every row asking for k uniforms gets
+    the first k of ONE draw, so rows with the same context draft the same tokens."""
+
+    def __init__(self, u: np.ndarray) -> None:
+        self.u = u
+
+    def random(self, size=None):
+        return self.u[:size].copy() if size is not None else float(self.u[0])
+
+
+def twin_batch_shares_draft_uniforms(target, drafters, prompts, **kwargs):
+    """The twin's batched drafting (gpu/device/batch_drafting.py, BatchModelDrafter) with
+    one set of drafting uniforms for the whole batch: each round draws K uniforms once and
+    hands row b the first k_b of them, instead of k_b fresh ones per row in row order.
+    Every row's drafts still follow its own q (its marginal law is exact, and so is each
+    row's output), but rows that draft from the same rows draft the same tokens: the rows'
+    randomness is coupled, and the batch's sequences are no longer independent. The twin's
+    batch laws passed it: their rows are close to point masses, where shared uniforms
+    change nothing visible. Caught by the spread batch's independence laws
+    (`spread:first01`: three rows with one prompt, at T = 1.5). Fix: draw each row's
+    uniforms afresh (u[b, :k_b] = rng.random(k_b), rows in order)."""
+    import gpu.batch as twin_batch
+
+    real = twin_batch.batch_drafting
+
+    def drafting(rows, from_rows=twin_batch.BATCHED_FROM_ROWS):
+        chosen = real(rows, from_rows)
+        if type(chosen) is twin_batch.BatchModelDrafter:  # rows drafting together
+            return shared_uniforms_drafter()(chosen.drafters, chosen.cache)
+        return chosen
+
+    with mock.patch.object(twin_batch, "batch_drafting", drafting):
+        return twin_batch.speculative_generate_batch(target, drafters, prompts, **kwargs)
+
+
+@cache
+def shared_uniforms_drafter() -> type:
+    from gpu.device.batch_drafting import BatchModelDrafter
+
+    class SharedDraftUniforms(BatchModelDrafter):
+        def propose(self, contexts, k_rounds, sampling, rng, n_vocab: int):
+            K = max((k or 0) for k in k_rounds)  # the bug: K uniforms for every row
+            shared = SameUniforms(rng.random(K))
+            return super().propose(contexts, k_rounds, sampling, shared, n_vocab)
+
+    return SharedDraftUniforms
+
+
 # --------------------------------------------------------------------------------------------
 # Broken loops: the signature of speculative_generate
 # --------------------------------------------------------------------------------------------
@@ -461,10 +580,15 @@ def emitted_tokens_without_eos_cut(verification, draft, eos_id, remaining) -> li
 class Variant:
     name: str
     doc: str
-    kind: str  # "verify" or "loop"
+    # what `implementation` is: "verify" or "loop" (the signatures above); "proposal" (drafter
+    # -> the broken drafter made of its parts); "draw" (the compiled draw's signature,
+    # fat_tails.Draw); "batch" (speculative_generate_batch's signature)
+    kind: str
     implementation: Callable
-    check: str  # the real check that must reject it, "<setup>:<law>"
-    n: int  # samples in the power test (fewer than the real check)
+    # the real check that must reject it, "<setup>:<law>": a VERIFY_SETUPS or ALL_LOOP_SETUPS
+    # entry; for the new kinds a PROPOSAL_SETUPS entry, a fat_tails row, BATCH_SPREAD_SETUPS
+    check: str
+    n: int  # samples in the power test (at most half the real check's)
 
     @property
     def setup(self) -> str:  # the VERIFY_SETUPS / ALL_LOOP_SETUPS entry of the check
@@ -609,6 +733,35 @@ CATALOGUE += [
         with_self_drafter(EagleKeepsDraftFeatures),
         "eagle_t1_k3:round2",
         1000,
+    ),
+]
+
+# Where the loop laws are thin (issue 51): a drafter's own proposal, the compiled draw on a
+# fat tail, rows of a batch coupled on the draft side. Each passed every check above.
+CATALOGUE += [
+    Variant(
+        "eagle_tree_labels_chosen_nodes_sampled",
+        EagleTreeLabelsChosenAsSampled.__doc__,
+        "proposal",
+        partial(eagle_tree_like, EagleTreeLabelsChosenAsSampled),
+        "eagle-tree:T>0",
+        10,
+    ),
+    Variant(
+        "compiled_draw_skips_tail",
+        compiled_draw_skips_tail.__doc__,
+        "draw",
+        compiled_draw_skips_tail,
+        "bundled prose:tail",
+        10_000,
+    ),
+    Variant(
+        "twin_batch_shares_draft_uniforms",
+        twin_batch_shares_draft_uniforms.__doc__,
+        "batch",
+        twin_batch_shares_draft_uniforms,
+        "spread:first01",
+        500,
     ),
 ]
 

@@ -6,6 +6,9 @@ Three families, each corrected with Holm at ALPHA = 1e-3:
   loop family     the whole `speculative_generate` on tiny random GPT pairs (15 checks)
   lookup family   the loop with prompt-lookup drafts and with the hybrid (9 checks)
 
+and, at the end, the spread batch (test_batch_law.py's second family, 7 checks): rows with
+one prompt, far from point masses, for the independence of a batch's rows.
+
 The real checks (test_sampled_*.py) and the power tests (test_power.py) call the same
 functions below; the power tests only pass a broken implementation and a smaller n.
 
@@ -50,6 +53,7 @@ from specdec.oracle.laws import (
     chi_square_test,
     emitted_counts,
     loop_checks,
+    loop_laws,
     marginal,
     round_law,
     sample_loop,
@@ -400,3 +404,95 @@ def lookup_family(generate: Callable, verify_fn: Callable | None) -> dict[str, C
 LOOKUP_MEMBERS = [
     f"{name}:{law}" for name in LOOKUP_SETUPS for law in ("tokens", "round1", "round2")
 ]
+
+
+# --------------------------------------------------------------------------------------------
+# batch independence: rows with one prompt, far from point masses (test_batch_law.py)
+# --------------------------------------------------------------------------------------------
+
+# SPREAD_ROWS sequences with the SAME prompt, at T = 1.5 on the loop family's pair: the first
+# token's law is (0.09, 0.12, 0.15, 0.64, 0) and a draft is kept with probability 0.68, so
+# whatever couples two rows' randomness -- shared drafting uniforms (the rows then draft the
+# same tokens), shared acceptance uniforms (they accept together) -- moves the joint law of
+# two rows' tokens far from the product of their laws. Computed exactly before choosing:
+# the first tokens' joint law of rows 0 and 1 moves by w = 0.45 - 0.56 (cells merged as at
+# n = 500 - 1 000) with shared drafting uniforms, by w = 0.22 - 0.27 with shared acceptance
+# uniforms; 2 000 batches detect either with power > 0.99 at the family's Holm level.
+SPREAD_ROWS = 3
+BATCH_SPREAD_SETUPS = {
+    "spread": LoopSetup(
+        "spread",
+        5,
+        TARGET,
+        DRAFT,
+        (2,),
+        k=2,
+        max_new_tokens=3,
+        sampling=SamplingParams(1.5),
+        eos_id=None,
+        n=2_000,
+        seed=903,
+    )
+}
+ROW_PAIRS = [(0, 1), (0, 2), (1, 2)]
+SPREAD_MEMBERS = (
+    [f"spread:seq{b}:tokens" for b in range(SPREAD_ROWS)]
+    + [f"spread:first{a}{b}" for a, b in ROW_PAIRS]
+    + ["spread:accepted01"]
+)
+
+
+def independent(*laws: dict) -> dict:
+    """The law of independent outcomes: {(o_1, o_2, ...): prod_i law_i[o_i]}."""
+    out = {(): 1.0}
+    for law in laws:
+        out = {key + (o,): w * law[o] for key, w in out.items() for o in law}
+    return out
+
+
+def sample_spread_batches(generate: Callable, n: int, seed: int) -> list[tuple]:
+    # -> n batches, each SPREAD_ROWS of (tokens, accepted per round)
+    from reference.drafters import ModelDrafter
+
+    setup = BATCH_SPREAD_SETUPS["spread"]
+    rng = np.random.default_rng(seed)
+    target = setup.target_model()
+    drafters = [ModelDrafter(setup.draft_model()) for _ in range(SPREAD_ROWS)]
+    samples = []
+    for _ in range(n):
+        results = generate(
+            target,
+            drafters,
+            [list(setup.prompt) for _ in range(SPREAD_ROWS)],
+            k=setup.k,
+            max_new_tokens=setup.max_new_tokens,
+            rng=rng,
+            sampling=setup.sampling,
+            eos_id=setup.eos_id,
+        )
+        samples.append(tuple((tuple(r.tokens), tuple(r.stats.accepted_per_round)) for r in results))
+    return samples
+
+
+def spread_checks(
+    generate: Callable, n: int | None = None, seed: int | None = None
+) -> dict[str, CheckResult]:
+    """Each row's tokens against the target's law, and independence: the joint law of two
+    rows' first tokens (every pair) and of rows 0 and 1's round-1 accepted counts against
+    the product of their exact laws (the oracle's evaluator; nothing from the batch code)."""
+    setup = BATCH_SPREAD_SETUPS["spread"]
+    samples = sample_spread_batches(generate, n or setup.n, seed or setup.seed)
+    laws = loop_laws(setup)  # the same for every row: one prompt
+    first = marginal(laws.tokens, lambda o: o[0])
+    results = {}
+    for b in range(SPREAD_ROWS):
+        name = f"spread:seq{b}:tokens"
+        results[name] = chi_square_test(Counter(s[b][0] for s in samples), laws.tokens, name)
+    for a, b in ROW_PAIRS:
+        name = f"spread:first{a}{b}"
+        joint = Counter((s[a][0][0], s[b][0][0]) for s in samples)
+        results[name] = chi_square_test(joint, independent(first, first), name)
+    joint = Counter((s[0][1][0], s[1][1][0]) for s in samples)
+    both = independent(laws.round1, laws.round1)
+    results["spread:accepted01"] = chi_square_test(joint, both, "spread:accepted01")
+    return results

@@ -50,7 +50,7 @@ from specdec.grading.engine.laws import marginal
 
 ALPHA = 1e-3  # family-wise false-alarm rate of each family of sampled checks (Holm)
 POWER_P = 1e-6  # a broken variant counts as caught only if its raw p-value is below this,
-# which is below alpha / m for every family here (m <= 20), so Holm rejects it whatever the
+# which is below alpha / m for every family here (m <= 28), so Holm rejects it whatever the
 # other members of its family say
 MIN_EXPECTED = 20.0  # smallest expected count of a chi-square cell after merging: the
 # textbook 5 makes the chi-square tail anti-conservative here (many cells near 5 -> 1.7x the
@@ -591,12 +591,18 @@ class LoopSetup:
     n_ctx: int = 16
     lookup: tuple | None = None  # (max_ngram, min_ngram, prefer): draft by prompt lookup
     hybrid: bool = False  # with `lookup`: the lookup when it matches, else the draft model
+    fast: bool = False  # the draft model's sampled draws through the compiled draw
 
     def target_model(self) -> GPT:
         return tiny_gpt(self.n_vocab, self.n_ctx, *self.target)
 
     def make_drafter(self):
-        """The drafter the real loop runs: a ModelDrafter, a LookupDrafter or a hybrid."""
+        """The drafter the real loop runs: a ModelDrafter (FastModelDrafter: its compiled
+        draw, specdec/fast_cpu_draw.py), a LookupDrafter or a hybrid."""
+        if self.fast:
+            from specdec.fast_cpu_draw import FastModelDrafter  # numba, when installed
+
+            return FastModelDrafter(self.draft_model())
         if self.lookup is None:
             return ModelDrafter(self.draft_model())
         lookup = LookupDrafter(self.n_vocab, self.n_ctx, *self.lookup)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
 
@@ -68,12 +69,24 @@ def layer_norm64(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.
     return g * (x - x.mean()) / np.sqrt(x.var() + eps) + b
 
 
+# logits [V] float64, sampling -> the row a token is drawn from: the package's own transform
+# by default; the proposal laws (proposals.py) pass the grader's, written on its own
+Transform = Callable[[np.ndarray, SamplingParams], np.ndarray]
+
+
 class ExitRows:
     """q(. | context) of an early-exit drafter, float64."""
 
-    def __init__(self, target: GPT, n_layer: int, head: dict, sampling: SamplingParams) -> None:
+    def __init__(
+        self,
+        target: GPT,
+        n_layer: int,
+        head: dict,
+        sampling: SamplingParams,
+        transform: Transform = probabilities,
+    ) -> None:
         self.target, self.lower, self.head = target, first_blocks(target, n_layer), head
-        self.sampling, self.n_vocab = sampling, target.n_vocab
+        self.sampling, self.n_vocab, self.transform = sampling, target.n_vocab, transform
         self.margin = math.inf
         self._rows: dict = {}
 
@@ -88,7 +101,7 @@ class ExitRows:
             )
             logits = z @ self.target.params["wte.weight"].T.astype(np.float64)
             self.margin = min(self.margin, decision_margin(logits, self.sampling))
-            row = self._rows[context] = probabilities(logits, self.sampling)
+            row = self._rows[context] = self.transform(logits, self.sampling)
         return row
 
 
@@ -99,12 +112,19 @@ def silu64(x: np.ndarray) -> np.ndarray:
 class HeadsProposals:
     """Every draft of an extra-heads drafter at a context, with its probability."""
 
-    def __init__(self, target: GPT, heads: dict, sampling: SamplingParams) -> None:
+    def __init__(
+        self,
+        target: GPT,
+        heads: dict,
+        sampling: SamplingParams,
+        transform: Transform = probabilities,
+    ) -> None:
         self.target, self.heads, self.sampling = target, heads, sampling
-        self.n_heads, self.n_vocab = len(heads) // 2, target.n_vocab
+        self.n_heads, self.n_vocab, self.transform = len(heads) // 2, target.n_vocab, transform
         self.margin = math.inf
 
-    def rows(self, context, m: int) -> np.ndarray:  # -> [m, V]
+    def head_logits(self, context, m: int) -> np.ndarray:  # -> [m, V] float64
+        # head i at the target's final hidden state h of context[:-1] (uncached)
         if m == 0:
             return np.zeros((0, self.n_vocab))
         h = self.target.norm(
@@ -114,10 +134,15 @@ class HeadsProposals:
         out = []
         for i in range(m):
             z = h + silu64(h @ self.heads[f"heads.{i}.weight"] + self.heads[f"heads.{i}.bias"])
-            logits = z @ wte.T
-            self.margin = min(self.margin, decision_margin(logits, self.sampling))
-            out.append(probabilities(logits, self.sampling))
+            out.append(z @ wte.T)
         return np.stack(out)
+
+    def rows(self, context, m: int) -> np.ndarray:  # -> [m, V]
+        out = []
+        for logits in self.head_logits(context, m):
+            self.margin = min(self.margin, decision_margin(logits, self.sampling))
+            out.append(self.transform(logits, self.sampling))
+        return np.stack(out) if out else np.zeros((0, self.n_vocab))
 
     def outcomes(self, context, k: int):
         m = min(k, self.n_heads) if len(context) >= 2 else 0
@@ -137,8 +162,15 @@ def eagle_block(target: GPT, eagle: dict) -> GPT:
 class EagleProposals:
     """Every draft of an EAGLE drafter at a context, with its q rows and probability."""
 
-    def __init__(self, target: GPT, eagle: dict, sampling: SamplingParams) -> None:
+    def __init__(
+        self,
+        target: GPT,
+        eagle: dict,
+        sampling: SamplingParams,
+        transform: Transform = probabilities,
+    ) -> None:
         self.target, self.sampling, self.n_vocab = target, sampling, target.n_vocab
+        self.transform = transform
         self.block = eagle_block(target, eagle)
         self.w = eagle["fc.weight"].astype(np.float64)
         self.b = eagle["fc.bias"].astype(np.float64)
@@ -157,7 +189,7 @@ class EagleProposals:
         z = layer_norm64(f_hat, P["ln_f.weight"], P["ln_f.bias"], eps)
         logits = z @ self.wte.T
         self.margin = min(self.margin, decision_margin(logits, self.sampling))
-        return probabilities(logits, self.sampling), f_hat
+        return self.transform(logits, self.sampling), f_hat
 
     def outcomes(self, context, k: int):
         if len(context) < 2 or k == 0:

@@ -6,6 +6,11 @@ Every one must score 0. `reason` must be in the answer the student sees, on ever
 the report (`specdec grade`), results.json (Gradescope) and grades.csv's first failure
 (grade-class), which is cut at 120 characters; so it is a few words from the start of the
 reason. `detail`, when given, must be there too where the whole text is (not grades.csv).
+
+Most are verify submissions (my_verify.py); `exercise = "tree"` ones are graded as the tree
+exercise (my_tree.py, its own class and zip). A `stopped` one never returns: it is graded
+with a short time limit, in a class of its own. A `link` one is handed in as a symbolic link
+to that file instead of a copy (to the grader's own answer: refused before anything reads it).
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HOSTILE = Path(__file__).with_name("hostile")
-HONEST = Path(__file__).resolve().parents[2] / "notebooks/exercises/solutions/verify_solution.py"
+REPO = Path(__file__).resolve().parents[2]
+HONEST = REPO / "notebooks/exercises/solutions/verify_solution.py"
+HONEST_TREE = REPO / "notebooks/exercises/solutions/tree_solution.py"
+GRADERS_ANSWER = REPO / "reference" / "verification.py"  # defines the contract's own verify
 
 
 @dataclass(frozen=True)
@@ -23,10 +31,13 @@ class Hostile:
     tries: str  # what it tries, in a few words
     reason: str  # in the answer on every route
     detail: str = ""  # in the whole answer too (the report, results.json)
+    exercise: str = "verify"  # or "tree": my_tree.py:verify_tree
+    stopped: bool = False  # never returns: graded with a short time limit
+    link: Path | None = None  # handed in as a symbolic link to this file
 
     @property
     def file(self) -> Path:
-        return HOSTILE / f"{self.name}.py"
+        return self.link or HOSTILE / f"{self.name}.py"
 
 
 CATALOGUE = (
@@ -112,11 +123,78 @@ CATALOGUE = (
         "time.sleep(10**6) in verify",
         "grading was stopped after",
         "did not return",
+        stopped=True,
+    ),
+    Hostile(
+        "escapes_parent",
+        "clear the parent-death signal and setsid() while imported, then sleep in verify",
+        "grading was stopped after",
+        "did not return",
+        stopped=True,
+    ),
+    Hostile(
+        "escapes_confinement",
+        "read /proc's command lines, leave files in /tmp, /dev/shm, /var/tmp, fill its scratch, "
+        "make a user namespace",
+        "returned (0, 0)",
+    ),
+    Hostile(
+        "table_rule",
+        "answer the shown rule examples from a table, never keep a draft anywhere else",
+        "verify/keeps-drafts",
+    ),
+    Hostile(
+        "patches_handler",
+        "rewrite the worker's request handlers to answer every batch with an empty list",
+        "0 results",
+    ),
+    Hostile(
+        "answers_inf",
+        "return accepted = float('inf')",
+        "inf",
+    ),
+    Hostile(
+        "answers_huge_int",
+        "return accepted = 10**5000",
+        "5,001 digits",
+    ),
+    Hostile(
+        "forged_message",
+        "raise an exception whose message forges PASS and RESULT lines",
+        "ValueError",
+    ),
+    Hostile(
+        "huge_type_name",
+        "raise an exception whose class name has 5 million characters",
+        "crashed",
+    ),
+    Hostile(
+        "huge_answer",
+        "return a 10-million-character string as accepted",
+        "str",
+    ),
+    Hostile(
+        "symlinked",
+        "hand in a symbolic link to the grader's own verify",
+        "symbolic link",
+        link=GRADERS_ANSWER,
+    ),
+    Hostile(
+        "never_keeps_tree",
+        "a tree walk that never keeps a child (exact, but no rule)",
+        "tree/keeps-children",
+        exercise="tree",
     ),
 )
 
-SLEEPER = next(h for h in CATALOGUE if h.name == "sleeper")
-QUICK = tuple(h for h in CATALOGUE if h is not SLEEPER)  # each fails within seconds
+STOPPED = tuple(h for h in CATALOGUE if h.stopped)
+QUICK = tuple(h for h in CATALOGUE if not h.stopped and h.exercise == "verify")  # within seconds
+TREE = tuple(h for h in CATALOGUE if h.exercise == "tree")
+
+# what a report or results.json may hold, whatever a submission returns, raises or prints
+RESULTS_BOUND = 1 << 20  # bytes of results.json (engine/report.py's bound)
+# lines forged_message.py raises: none may start a line of any answer
+FORGED_STARTS = ("PASS  law: the output follows the target's law (forged)", "RESULT: PASS (forged)")
 
 # what fake_pass.py prints: on stderr under the grader's header only, never in a report
 FAKE_LINES = ("(faked)",)

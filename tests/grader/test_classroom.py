@@ -119,12 +119,12 @@ def test_every_submission_gets_a_row_with_its_score_and_reason(graded_class):
     for row in rows.values():  # the total is the sum of the families, out of 10
         assert float(row["score"]) == sum(float(row[f]) for f in VERIFY_FAMILIES)
         assert row["max_score"] == "10" and row["passed"] == "no"
-    # the wrong verifys are graded: the law fails (the check, what it found), their
-    # randomness is earned
+    # the wrong verifys are graded: the law fails (the check, what it found); their
+    # randomness is not credited (it runs once the law family passed)
     assert rows["ann"]["first_failure"].startswith("verify/greedy-mismatch: returned ("), rows
     assert rows["eve"]["first_failure"].startswith("verify/"), rows
     for student in ("ann", "eve"):
-        assert rows[student]["law"] == "0" and rows[student]["randomness"] == "1"
+        assert rows[student]["law"] == "0" and rows[student]["randomness"] == "0"
     assert "no file my_verify.py in your submission" in rows["bob"]["first_failure"]
     assert rows["cho"]["first_failure"].startswith(
         "your code could not be loaded: importing cho.py raised SyntaxError"
@@ -146,7 +146,7 @@ def test_the_markdown_table_and_the_summary(graded_class):
     )
     assert table.count("\n| ") == 5  # one line per student
     summary = table.strip().splitlines()[-1]
-    assert summary.startswith("5 graded, 0 passed, mean score 0.40 of 10, wall time ")
+    assert summary.startswith("5 graded, 0 passed, mean score 0.00 of 10, wall time ")
     assert summary.endswith(
         "with 2 jobs (3 not gradable, scored 0: missing, not loading, crashed or timed out)"
     )

@@ -10,6 +10,7 @@ expectation), and each catalogued mistake moves that law far enough for the samp
 from __future__ import annotations
 
 import inspect
+import os
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 from specdec.grading import grade
 from specdec.grading.engine.core import run_families
 from specdec.grading.engine.report import text_report
+from specdec.grading.engine.secret import SECRET_ENV
 from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises import exercise
 from specdec.grading.exercises.tree.cases import TREE_CASES, rule_laws, target_law
@@ -30,6 +32,14 @@ from . import broken_exercises_drafting as broken
 REPO = Path(__file__).resolve().parents[2]
 SOLUTION = "notebooks/exercises/solutions/tree_solution.py:verify_tree"
 SKELETON = "notebooks/exercises/my_tree.py:verify_tree"
+
+
+@pytest.fixture(autouse=True)
+def pinned_secret(monkeypatch):
+    # every grading here draws the same fresh inputs (engine/secret.py), so that the verdicts
+    # and hints held below are reproducible; set SPECDEC_GRADING_SECRET to run them on others
+    # (tests/grader/test_fresh_inputs.py varies it)
+    monkeypatch.setenv(SECRET_ENV, os.environ.get(SECRET_ENV) or "45")
 
 
 def graded(function, name: str = ""):

@@ -2,33 +2,40 @@
 grader by the three routes a student's file takes, each run as its user runs it:
 
 (a) `specdec grade FILE:verify --json --timeout S --gradescope PATH`, one file at a time;
-(b) `grade-class`, one class folder holding every hostile submission and bob, who hands in
-    the honest solution (the sleeper in a class of its own: see CLASS_LIMIT_S);
-(c) the verify exercise's Gradescope zip, in a clean venv, as Gradescope runs it.
+(b) `grade-class`: one class folder holding every quick hostile verify and bob, who hands in
+    the honest solution; the ones that never return in a class of their own (see
+    CLASS_LIMIT_S); the tree exercise's in a third, beside alice's honest walk;
+(c) the exercise's Gradescope zip, in a clean venv, as Gradescope runs it.
 
-Each hostile file must score 0 with its reason, and bob full marks; nothing outside the
-graders' scratch folders may change (the submissions, the class, the zip's copy of the
-grader: compared before and after), and no process of a worker's user may be left.
+And each route twice: as root with every capability (a machine or a VM: the worker gets a
+mount namespace of its own), and as root without CAP_SYS_ADMIN (a container's default, likely
+Gradescope's: no namespace; Landlock and seccomp hold the worker instead).
+
+Each hostile file must score 0 with its reason, and the honest ones full marks; nothing
+outside the graders' scratch folders may change (the submissions, the class, the zip's copy of
+the grader: compared before and after); no process of a worker's user may be left; every
+grading runs with TMPDIR in a folder of this module's, which must be empty at the end
+(timeouts included); no file that escapes_confinement.py leaves may be found in /tmp,
+/dev/shm or /var/tmp; no forged line may start a line of any answer; results.json stays
+under its bound whatever the submission returns.
 
 Every folder here is made world-readable (0755, files 0644) outside pytest's private tree
 (/tmp/pytest-of-root is 0700): that is what a class folder or a checkout made under the
 usual umask looks like, and under a 0700 folder the workers' users could read nothing at
 all, which would hide whether the grader itself stops them.
 
-Runtime, ~50 s on two cores: the class runs in the background from the first test on
-(~45 s), while (a) (~35 s) and (c) (~10 s, and the session's venv) grade two files at a
-time. Only bob and the honest solution of (a) take long (~15 s of CPU each); a hostile
-file fails within seconds, unless an attack works: its stolen answer is then graded in full.
 No marker: collected like test_gradescope_zips.py; `make test`'s --dist loadfile keeps the
-module on one xdist worker, so that its fixtures run once.
+module on one xdist worker, so that its fixtures run once per mode.
 """
 
 from __future__ import annotations
 
 import csv
+import glob
 import hashlib
 import io
 import json
+import os
 import pwd
 import shutil
 import subprocess
@@ -43,32 +50,72 @@ import pytest
 
 from specdec.grading.engine.worker_setup import FREE_IDS, WORKER_USER
 
+from .capabilities import can_drop, without_sys_admin
 from .hostile_catalogue import (
     CATALOGUE,
     FAKE_LINES,
+    FORGED_STARTS,
     HONEST,
+    HONEST_TREE,
     PRINTED_HEADER,
     QUICK,
-    SLEEPER,
+    RESULTS_BOUND,
+    STOPPED,
+    TREE,
     Hostile,
 )
 from .zips import autograde, build_zip, requirements_of
 
 REPO = Path(__file__).resolve().parents[2]
 MARK = "hostile_was_here.txt"  # what patches_grader.py leaves in a grader it can write to
+LEFT = "specdec-hostile-left"  # what escapes_confinement.py names the files it leaves
+SHARED_TEMPORARY = ("/tmp", "/dev/shm", "/var/tmp")
 
 ALONE_LIMIT_S = 20  # (a): a hostile file fails in a second or two
-SLEEPER_LIMIT_S = 10  # the sleeper's wait, on (a) and (b)
-HONEST_LIMIT_S = 300  # the honest solution: ~15 s alone, more on a loaded machine
+STOPPED_LIMIT_S = 8  # the wait of the ones that never return, on (a) and (b)
+HONEST_LIMIT_S = 300  # an honest solution: ~15 s alone, more on a loaded machine
 # (b): bob is graded beside the others, 2 at a time on a machine the rest of the suite loads
-# too (20 s was not enough for him); the sleeper would hold a class that long, so it has a
-# class of its own, with SLEEPER_LIMIT_S
+# too (20 s was not enough for him); a sleeper would hold a class that long, so they have a
+# class of their own, with STOPPED_LIMIT_S
 CLASS_LIMIT_S = 300
 GRADES = ("grades.csv", "grades.md")  # what grade-class writes
+SKELETON = {"verify": ("my_verify.py", "verify"), "tree": ("my_tree.py", "verify_tree")}
+HONEST_OF = {"verify": HONEST, "tree": HONEST_TREE}
 
 
 # --------------------------------------------------------------------------------------------
-# What every route checks: files unchanged, no process left
+# The two modes: with and without CAP_SYS_ADMIN
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    preexec: object  # None, or capabilities.without_sys_admin for every grading's process
+    base: Path  # this mode's folders; their names hold "specdec-hostile-" (class_thief.py)
+    tmp: Path  # every grading's TMPDIR
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"TMPDIR": str(self.tmp)}
+
+
+@pytest.fixture(scope="module", params=["sys-admin", "no-sys-admin"])
+def mode(request) -> Mode:
+    """A world-readable folder of this mode's own, removed at its end."""
+    if request.param == "no-sys-admin" and not can_drop():
+        pytest.skip("dropping CAP_SYS_ADMIN needs root on Linux")
+    base = open_folder(Path(tempfile.mkdtemp(prefix=f"specdec-hostile-{request.param}-")))
+    tmp = base / "tmp"
+    tmp.mkdir()
+    tmp.chmod(0o1777)  # as /tmp is: the graders make their own folders inside
+    preexec = without_sys_admin if request.param == "no-sys-admin" else None
+    yield Mode(request.param, preexec, base, tmp)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# What every route checks: files unchanged, no process left, nothing left in a temporary folder
 # --------------------------------------------------------------------------------------------
 
 
@@ -79,9 +126,14 @@ def open_folder(path: Path) -> Path:
     return path
 
 
-def hand_in(source: Path, target: Path) -> Path:
+def hand_in(hostile_or_file: Hostile | Path, target: Path) -> Path:
+    """A copy of the file at `target` (a symbolic link for a hostile `link` one)."""
     open_folder(target.parent)
-    shutil.copyfile(source, target)
+    hostile = hostile_or_file if isinstance(hostile_or_file, Hostile) else None
+    if hostile is not None and hostile.link is not None:
+        target.symlink_to(hostile.link)
+        return target
+    shutil.copyfile(hostile.file if hostile else hostile_or_file, target)
     target.chmod(0o644)
     return target
 
@@ -112,8 +164,7 @@ def worker_ids() -> set[int]:
 def leftover_workers() -> list[str]:
     """Processes of a worker's user that no grading is waiting on: a worker whose grading
     ended, or anything a worker started. Not one: a worker whose parent is a live grading (of
-    another test running meanwhile), and a zombie (it has ended; a worker killed with its
-    grading at a timeout is one until init reaps it)."""
+    another test running meanwhile), and a zombie (it has ended)."""
     table = subprocess.run(
         ["ps", "-eo", "uid=,pid=,ppid=,stat=,args="], capture_output=True, text=True, check=True
     ).stdout
@@ -130,18 +181,30 @@ def leftover_workers() -> list[str]:
     return left
 
 
+def left_behind(mode: Mode) -> list[str]:
+    """What gradings left: anything in this mode's TMPDIR, and the files escapes_confinement.py
+    tries to leave in the machine's shared temporary folders."""
+    found = [str(p) for p in mode.tmp.iterdir()]
+    for folder in SHARED_TEMPORARY:
+        found += glob.glob(f"{folder}/{LEFT}-*")
+    return sorted(found)
+
+
 def printed_lines(stderr: str) -> list[str]:
     """The lines a submission printed, as the grader relays them on stderr."""
     return [line for line in stderr.splitlines() if line.startswith("  | ")]
 
 
-@pytest.fixture(scope="module")
-def base() -> Path:
-    """A world-readable folder of this module's own, removed at its end. Its name holds
-    "specdec-hostile-": the only folders class_thief.py tries to delete in."""
-    folder = open_folder(Path(tempfile.mkdtemp(prefix="specdec-hostile-")))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+def forged(text: str) -> list[str]:
+    """The lines of an answer that start like the grader's own verdicts but were forged."""
+    return [line for line in text.splitlines() if line.lstrip().startswith(FORGED_STARTS)]
+
+
+def answer_texts(results: dict) -> str:
+    """Every text of results.json a student reads, one after the other."""
+    texts = [results.get("output", "")]
+    texts += [t.get("output", "") for t in results.get("tests", [])]
+    return "\n".join(texts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,10 +218,11 @@ class ClassRun:
     out: list[Path]
     processes: list[subprocess.Popen]
     before: dict[str, str]
+    mode: Mode
     finished: dict | None = None
 
     def finish(self) -> dict:
-        """Wait for both classes -> rows by student, their tables, changes, leftovers."""
+        """Wait for the classes -> rows by student, their tables, changes, leftovers."""
         if self.finished is None:
             outputs = [p.communicate(timeout=600) for p in self.processes]
             for process, (stdout, stderr) in zip(self.processes, outputs, strict=True):
@@ -176,15 +240,18 @@ class ClassRun:
                 "tables": tables,
                 "changed": changes(self.before, after),
                 "leftovers": leftover_workers(),
+                "left": left_behind(self.mode),
             }
         return self.finished
 
 
-def start_class(folder: Path, out: Path, limit_s: float) -> subprocess.Popen:
-    argv = [str(folder), "--exercise", "verify", "--jobs", "2", "--timeout", str(limit_s)]
+def start_class(folder: Path, out: Path, exercise: str, limit_s: float, mode: Mode):
+    argv = [str(folder), "--exercise", exercise, "--jobs", "2", "--timeout", str(limit_s)]
     return subprocess.Popen(
         [sys.executable, "-m", "specdec.grading.delivery.classroom", *argv, "--out", str(out)],
         cwd=REPO,
+        env=os.environ | mode.env,
+        preexec_fn=mode.preexec,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -192,23 +259,30 @@ def start_class(folder: Path, out: Path, limit_s: float) -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def class_run(base) -> ClassRun:
-    """The class (bob and every quick hostile file, one folder each) and the sleeper's class,
-    both started now; `finish()` waits for them."""
-    main, alone = open_folder(base / "class"), open_folder(base / "sleeper-class")
+def class_run(mode) -> ClassRun:
+    """Three classes, all started now: bob and every quick hostile verify; the ones that never
+    return; alice's honest tree walk and the hostile walks. `finish()` waits for them."""
+    base = mode.base
+    main, alone, tree = (open_folder(base / n) for n in ("class", "stopped-class", "tree-class"))
     hand_in(HONEST, main / "bob" / "my_verify.py")
+    hand_in(HONEST_TREE, tree / "alice" / "my_tree.py")
     for hostile in QUICK:
-        hand_in(hostile.file, main / hostile.name / "my_verify.py")
-    hand_in(SLEEPER.file, alone / SLEEPER.name / "my_verify.py")
+        hand_in(hostile, main / hostile.name / "my_verify.py")
+    for hostile in STOPPED:
+        hand_in(hostile, alone / hostile.name / "my_verify.py")
+    for hostile in TREE:
+        hand_in(hostile, tree / hostile.name / "my_tree.py")
+    folders = [main, alone, tree]
     before = {}
-    for folder in (main, alone):
+    for folder in folders:
         before |= {f"{folder.name}/{k}": v for k, v in fingerprint(folder).items()}
-    out = [base / "grades", base / "sleeper-grades"]
+    out = [base / "grades", base / "stopped-grades", base / "tree-grades"]
     processes = [
-        start_class(main, out[0], CLASS_LIMIT_S),
-        start_class(alone, out[1], SLEEPER_LIMIT_S),
+        start_class(main, out[0], "verify", CLASS_LIMIT_S, mode),
+        start_class(alone, out[1], "verify", STOPPED_LIMIT_S, mode),
+        start_class(tree, out[2], "tree", CLASS_LIMIT_S, mode),
     ]
-    run = ClassRun([main, alone], out, processes, before)
+    run = ClassRun(folders, out, processes, before, mode)
     yield run
     run.finish()  # never left running: its gradings would outlive it
 
@@ -224,6 +298,7 @@ class Answer:
     stdout: str
     stderr: str
     results: dict  # the --gradescope results.json
+    size: int  # of results.json, in bytes
 
     @property
     def text(self) -> str:
@@ -231,42 +306,62 @@ class Answer:
         return self.stdout + json.dumps(self.results)
 
 
-def grade_alone(file: Path, folder: Path, limit_s: float) -> Answer:
-    """`python -m specdec.grading FILE:verify --json --timeout S --gradescope PATH`, from
-    `folder` (a user's own folder, not the checkout)."""
+def grade_alone(file: Path, exercise: str, folder: Path, limit_s: float, mode: Mode) -> Answer:
+    """`python -m specdec.grading FILE:FUNCTION --kind KIND --json --timeout S --gradescope
+    PATH`, from `folder` (a user's own folder, not the checkout)."""
     results = folder / "results.json"
-    command = [sys.executable, "-m", "specdec.grading", f"{file}:verify", "--json"]
-    command += ["--timeout", str(limit_s), "--gradescope", str(results)]
+    function = SKELETON[exercise][1]
+    command = [sys.executable, "-m", "specdec.grading", f"{file}:{function}", "--json"]
+    command += ["--kind", exercise, "--timeout", str(limit_s), "--gradescope", str(results)]
     done = subprocess.run(
-        command, cwd=folder, capture_output=True, text=True, timeout=limit_s + 120
+        command,
+        cwd=folder,
+        env=os.environ | mode.env,
+        preexec_fn=mode.preexec,
+        capture_output=True,
+        text=True,
+        timeout=limit_s + 120,
     )
     assert results.is_file(), done.stdout + done.stderr
-    return Answer(done.returncode, done.stdout, done.stderr, json.loads(results.read_text()))
+    data = results.read_bytes()
+    return Answer(done.returncode, done.stdout, done.stderr, json.loads(data), len(data))
 
 
 @pytest.fixture(scope="module")
-def graded_alone(base, class_run) -> dict:
-    """Every file of the catalogue and the honest solution, graded by `specdec grade`, two at
+def graded_alone(mode, class_run) -> dict:
+    """Every file of the catalogue and the honest solutions, graded by `specdec grade`, two at
     a time, the slow ones first. The submissions sit side by side in one folder, as an
     instructor's downloads would (the class thief looks for its neighbours). `class_run` is
-    asked for only to start the class first: it grades in the background meanwhile."""
-    submissions, answers_at = open_folder(base / "alone"), open_folder(base / "answers")
-    sources = {"honest": HONEST, SLEEPER.name: SLEEPER.file, **{h.name: h.file for h in QUICK}}
-    limits = {"honest": HONEST_LIMIT_S, SLEEPER.name: SLEEPER_LIMIT_S}
-    files = {n: hand_in(f, submissions / n / "my_verify.py") for n, f in sources.items()}
+    asked for only to start the classes first: they grade in the background meanwhile."""
+    submissions = open_folder(mode.base / "alone")
+    answers_at = open_folder(mode.base / "answers")
+    entries = {"honest": ("verify", HONEST), "honest_tree": ("tree", HONEST_TREE)}
+    entries |= {h.name: (h.exercise, h) for h in CATALOGUE}
+    limits = {"honest": HONEST_LIMIT_S, "honest_tree": HONEST_LIMIT_S}
+    limits |= {h.name: STOPPED_LIMIT_S for h in STOPPED}
+    files = {
+        name: (exercise, hand_in(source, submissions / name / SKELETON[exercise][0]))
+        for name, (exercise, source) in entries.items()
+    }
     before = fingerprint(submissions)
-    with ThreadPoolExecutor(2) as pool:  # in the order of `sources`: the slow ones first
+    with ThreadPoolExecutor(2) as pool:  # in the order of `entries`: the slow ones first
         futures = {
             name: pool.submit(
-                grade_alone, file, open_folder(answers_at / name), limits.get(name, ALONE_LIMIT_S)
+                grade_alone,
+                file,
+                exercise,
+                open_folder(answers_at / name),
+                limits.get(name, ALONE_LIMIT_S),
+                mode,
             )
-            for name, file in files.items()
+            for name, (exercise, file) in files.items()
         }
         answers = {name: future.result() for name, future in futures.items()}
     return {
         "answers": answers,
         "changed": changes(before, fingerprint(submissions)),
         "leftovers": leftover_workers(),
+        "left": left_behind(mode),
     }
 
 
@@ -276,16 +371,21 @@ def test_specdec_grade_gives_each_hostile_file_0_with_its_reason(graded_alone, h
     assert answer.returncode in (1, 2), answer.stderr  # 1: failed, 2: not loaded
     assert answer.results["score"] == 0, answer.results["output"]
     assert all(t["score"] == 0 for t in answer.results["tests"]), answer.results
-    assert hostile.reason in answer.text and hostile.detail in answer.text, answer.text
+    assert hostile.reason in answer.text and hostile.detail in answer.text, answer.text[:5000]
     if answer.stdout:  # a report was written: the JSON one, saying it failed
         assert json.loads(answer.stdout)["passed"] is False
+    assert answer.size <= RESULTS_BOUND
+    assert len(answer.stdout) <= RESULTS_BOUND
+    assert forged(answer.stdout) == [] and forged(answer_texts(answer.results)) == []
 
 
-def test_specdec_grade_still_gives_the_honest_solution_full_marks(graded_alone):
-    answer = graded_alone["answers"]["honest"]
+@pytest.mark.parametrize("name", ["honest", "honest_tree"])
+def test_specdec_grade_still_gives_the_honest_solutions_full_marks(graded_alone, name):
+    answer = graded_alone["answers"][name]
     assert answer.returncode == 0, answer.stdout + answer.stderr
     assert json.loads(answer.stdout)["passed"] is True
-    assert answer.results["score"] == 10, answer.results["output"]
+    full = sum(t["max_score"] for t in answer.results["tests"])
+    assert full > 0 and answer.results["score"] == full, answer.results["output"]
 
 
 def test_specdec_grade_leaves_every_submission_as_it_was(graded_alone):
@@ -296,6 +396,10 @@ def test_specdec_grade_leaves_no_process_of_a_worker(graded_alone):
     assert graded_alone["leftovers"] == []
 
 
+def test_specdec_grade_leaves_nothing_in_a_temporary_folder(graded_alone):
+    assert graded_alone["left"] == []
+
+
 def test_a_submission_can_neither_write_the_checkout_nor_a_results_file(graded_alone):
     # what the two files that try say they did (their own words, relayed on stderr)
     answers = graded_alone["answers"]
@@ -303,6 +407,11 @@ def test_a_submission_can_neither_write_the_checkout_nor_a_results_file(graded_a
         said = printed_lines(answers[name].stderr)
         assert not [line for line in said if "could write" in line or "| wrote" in line], said
     assert not (REPO / "specdec" / "grading" / MARK).exists()
+
+
+def test_no_attempt_to_leave_the_worker_works(graded_alone):
+    said = printed_lines(graded_alone["answers"]["escapes_confinement"].stderr)
+    assert not [line for line in said if "ESCAPED" in line], said
 
 
 def test_what_a_submission_prints_stays_out_of_the_report(graded_alone):
@@ -318,12 +427,19 @@ def test_what_a_submission_prints_stays_out_of_the_report(graded_alone):
             assert line.startswith("  | ") and line in relayed, line
 
 
+def test_the_report_names_the_confinement_the_worker_ran_under(graded_alone, mode):
+    # the honest grading's results say how its worker was held, as it was in this mode
+    said = json.dumps(graded_alone["answers"]["honest"].results)
+    expected = "mount namespace" if mode.name == "sys-admin" else "Landlock"
+    assert expected in said, said[:3000]
+
+
 # --------------------------------------------------------------------------------------------
 # (c) the Gradescope zip, in a clean venv
 # --------------------------------------------------------------------------------------------
 
 
-def unchanged_tree(root: Path, zipped: Path, handed_in: dict[str, str]) -> list[str]:
+def unchanged_tree(root: Path, zipped: Path, handed_in: dict[str, str | Path]) -> list[str]:
     """What differs from what was unzipped (the grader) and handed in (the submission);
     Python's own __pycache__ apart."""
     differences = []
@@ -337,38 +453,66 @@ def unchanged_tree(root: Path, zipped: Path, handed_in: dict[str, str]) -> list[
     differences += [
         f"source/{n}" for n in shipped.keys() | found.keys() if shipped.get(n) != found.get(n)
     ]
-    submitted = {p.name: p.read_text() for p in (root / "submission").iterdir()}
+    submitted = {
+        p.name: (Path(p.readlink()) if p.is_symlink() else p.read_text())
+        for p in (root / "submission").iterdir()
+    }
     if submitted != handed_in:
         differences.append("submission/")
     return sorted(differences)
 
 
+def zip_files(hostile: Hostile) -> dict[str, str | Path]:
+    name = SKELETON[hostile.exercise][0]
+    return {name: hostile.link if hostile.link else hostile.file.read_text()}
+
+
 @pytest.fixture(scope="module")
-def graded_by_zip(base, zip_python, tmp_path_factory) -> dict:
-    """Every quick file of the catalogue, through the verify zip (Gradescope's root in a
-    world-readable folder; the venv is the session's, in pytest's private tree)."""
-    zipped = build_zip(tmp_path_factory.mktemp("hostile-zip"), "verify")
-    python = zip_python(requirements_of(zipped))
-    roots = {h.name: open_folder(base / "gradescope" / h.name) for h in QUICK}
-    files = {h.name: {"my_verify.py": h.file.read_text()} for h in QUICK}
+def graded_by_zip(mode, zip_python, tmp_path_factory) -> dict:
+    """Every quick file of the catalogue through its exercise's zip, and the honest tree walk
+    (Gradescope's root in a world-readable folder; the venvs are the session's, in pytest's
+    private tree)."""
+    zips = {e: build_zip(tmp_path_factory.mktemp(f"hostile-zip-{e}"), e) for e in SKELETON}
+    python = {e: zip_python(requirements_of(z)) for e, z in zips.items()}
+    chosen = [*QUICK, *TREE]
+    roots = {h.name: open_folder(mode.base / "gradescope" / h.name) for h in chosen}
+    files = {h.name: zip_files(h) for h in chosen}
+    exercise = {h.name: h.exercise for h in chosen}
+    roots["honest_tree"] = open_folder(mode.base / "gradescope" / "honest_tree")
+    files["honest_tree"] = {"my_tree.py": HONEST_TREE.read_text()}
+    exercise["honest_tree"] = "tree"
+
+    def run(name: str) -> dict:
+        e = exercise[name]
+        return autograde(zips[e], python[e], roots[name], files[name], mode.env, mode.preexec)
+
     with ThreadPoolExecutor(2) as pool:
-        futures = {n: pool.submit(autograde, zipped, python, roots[n], files[n]) for n in roots}
+        futures = {n: pool.submit(run, n) for n in ["honest_tree", *(h.name for h in chosen)]}
         results = {name: future.result() for name, future in futures.items()}
     return {
         "results": results,
-        "changed": {n: unchanged_tree(roots[n], zipped, files[n]) for n in roots},
+        "changed": {n: unchanged_tree(roots[n], zips[exercise[n]], files[n]) for n in roots},
         "leftovers": leftover_workers(),
+        "left": left_behind(mode),
     }
 
 
-@pytest.mark.parametrize("hostile", QUICK, ids=lambda h: h.name)
+@pytest.mark.parametrize("hostile", (*QUICK, *TREE), ids=lambda h: h.name)
 def test_the_zip_gives_each_hostile_file_0_with_its_reason(graded_by_zip, hostile: Hostile):
     results = graded_by_zip["results"][hostile.name]
     text = json.dumps(results)
     assert results["score"] == 0, results["output"]
     assert all(t["score"] == 0 for t in results["tests"]), results
-    assert hostile.reason in text and hostile.detail in text, text
+    assert hostile.reason in text and hostile.detail in text, text[:5000]
     assert not any(fake in text for fake in FAKE_LINES)
+    assert len(text.encode()) <= RESULTS_BOUND * 1.01  # the file as json.dumps writes it
+    assert forged(answer_texts(results)) == []
+
+
+def test_the_zip_still_gives_the_honest_tree_walk_full_marks(graded_by_zip):
+    results = graded_by_zip["results"]["honest_tree"]
+    full = sum(t["max_score"] for t in results["tests"])
+    assert full > 0 and results["score"] == full, results["output"]
 
 
 def test_the_zip_leaves_its_grader_and_each_submission_as_they_were(graded_by_zip):
@@ -378,6 +522,10 @@ def test_the_zip_leaves_its_grader_and_each_submission_as_they_were(graded_by_zi
 
 def test_the_zip_leaves_no_process_of_a_worker(graded_by_zip):
     assert graded_by_zip["leftovers"] == []
+
+
+def test_the_zip_leaves_nothing_in_a_temporary_folder(graded_by_zip):
+    assert graded_by_zip["left"] == []
 
 
 # --------------------------------------------------------------------------------------------
@@ -392,8 +540,9 @@ def test_grade_class_gives_each_hostile_student_0_with_the_reason(class_run, hos
     assert hostile.reason in row["first_failure"], row
 
 
-def test_grade_class_gives_bob_full_marks_beside_them(class_run):
-    row = class_run.finish()["rows"]["bob"]
+@pytest.mark.parametrize("student", ["bob", "alice"])
+def test_grade_class_gives_the_honest_students_full_marks_beside_them(class_run, student):
+    row = class_run.finish()["rows"][student]
     assert row["score"] == "10" and row["passed"] == "yes", row
 
 
@@ -405,6 +554,11 @@ def test_grade_class_leaves_no_process_of_a_worker(class_run):
     assert class_run.finish()["leftovers"] == []
 
 
+def test_grade_class_leaves_nothing_in_a_temporary_folder(class_run):
+    assert class_run.finish()["left"] == []
+
+
 def test_grade_class_keeps_what_a_student_prints_out_of_the_table(class_run):
     tables = class_run.finish()["tables"]
     assert not any(fake in tables for fake in FAKE_LINES)
+    assert forged(tables) == []

@@ -125,3 +125,32 @@ def test_drafts_completed_by_the_target_follow_the_targets_law():
                 seq = drafts[:a] + (t,) + rest
                 completed[seq] = completed.get(seq, 0.0) + w * v * u
     assert close(completed, target_joint_law(p_rows, (), k + 1))
+
+
+def test_the_fresh_cases_laws_are_the_references_on_the_rows_as_handed():
+    # the fresh rule checks' expectation (verify/fresh.py) is the contract's law on the rows
+    # exactly as the verify receives them: the reference's helper agrees on every case
+    from specdec.grading.exercises.verify.fresh import fresh_cases
+
+    for secret in (1, 2, 3):
+        for case in fresh_cases(secret):
+            reference = verify_law(case.P, case.Q, np.asarray(case.drafts))
+            assert close(case.law, dict(reference)), case
+            assert close(case.accepted, marginal(case.law, lambda o: o[0]))
+
+
+def test_the_pooled_chi_square_sums_the_statistics_and_their_degrees_of_freedom():
+    from collections import Counter
+
+    from scipy import stats
+
+    from specdec.grading.engine.laws import compare, compare_cases, pearson
+
+    law = {0: 0.5, 1: 0.3, 2: 0.2}
+    one, two = Counter({0: 60, 1: 25, 2: 15}), Counter({0: 40, 1: 35, 2: 25})
+    p, each = compare_cases([(one, law)])
+    assert p == pytest.approx(compare(one, law).p_value) and len(each) == 1
+    (_, s1, d1), (_, s2, d2) = pearson(one, law), pearson(two, law)
+    p, _ = compare_cases([(one, law), (two, law)])
+    assert p == pytest.approx(stats.chi2.sf(s1 + s2, d1 + d2))
+    assert compare_cases([(one, law), (Counter({3: 1}), law)])[0] == 0.0  # impossible outcome

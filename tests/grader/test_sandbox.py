@@ -10,7 +10,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from specdec.grading.engine.sandbox import RemoteError, Sandbox, WorkerEnded
+from specdec.grading.engine.replies import RemoteError
+from specdec.grading.engine.sandbox import Sandbox, WorkerEnded
 from specdec.grading.engine.submission import load_submission
 from specdec.grading.engine.worker import wire
 

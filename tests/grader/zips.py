@@ -64,19 +64,36 @@ def requirements_of(zip_path: Path) -> str:
         return archive.read("requirements.txt").decode()
 
 
-def autograde(zip_path: Path, python: Path, root: Path, files: dict[str, str]) -> dict:
+def autograde(
+    zip_path: Path,
+    python: Path,
+    root: Path,
+    files: dict[str, str | Path],
+    env: dict[str, str] | None = None,
+    preexec_fn=None,
+) -> dict:
     """Unzip into ROOT/source, hand `files` in as ROOT/submission, run run_autograder with
-    `python`, from ROOT (outside the repository); results.json, with its run's seconds."""
+    `python`, from ROOT (outside the repository); results.json, with its run's seconds.
+
+    A file given as a Path is handed in as a symbolic link to it (a hostile upload); `env` is
+    added to the run's environment (a TMPDIR of the test's), `preexec_fn` runs before it starts
+    (capabilities.without_sys_admin: a container without CAP_SYS_ADMIN)."""
     with zipfile.ZipFile(zip_path) as archive:
         archive.extractall(root / "source")
     (root / "submission").mkdir()
-    for name, text in files.items():
-        (root / "submission" / name).write_text(text)
-    env = clean_env() | {"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": str(python)}
+    for name, content in files.items():
+        if isinstance(content, Path):
+            (root / "submission" / name).symlink_to(content)
+        else:
+            (root / "submission" / name).write_text(content)
+    env = (
+        clean_env() | {"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": str(python)} | (env or {})
+    )
     done = subprocess.run(
         ["bash", str(root / "source" / "run_autograder")],
         cwd=root,
         env=env,
+        preexec_fn=preexec_fn,
         capture_output=True,
         text=True,
         timeout=300,

@@ -40,7 +40,9 @@ from specdec.grading.delivery.gradescope import (
     stop_running,
 )
 from specdec.grading.engine.config import FAMILIES, GradingConfig, load_config
+from specdec.grading.engine.quoting import one_line
 from specdec.grading.engine.report import zero_results
+from specdec.grading.engine.submission import file_problem
 from specdec.grading.engine.worker_setup import not_dumpable, stop_on_sigterm
 from specdec.grading.exercises import KINDS, exercise, kind_of_name
 
@@ -77,7 +79,10 @@ class Row:
 
 
 def find_entries(folder: Path) -> list[Entry]:
-    """Every student's submission in `folder`, by name; ValueError when there is none."""
+    """Every student's submission in `folder`, by name; ValueError when there is none.
+
+    A symbolic link (to a file or a folder) is a student's entry too, so that the student
+    gets a row: 0, and that a link is not graded (submission_file refuses it unread)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"{folder}: no such folder (give the folder of the class's submissions)")
@@ -100,6 +105,16 @@ def find_entries(folder: Path) -> list[Entry]:
             f"file per student"
         )
     return list(entries.values())
+
+
+def submission_file(entry: Entry, config: GradingConfig) -> tuple[Path | None, str]:
+    """(the file to grade, a note) or (None, why there is none): the file itself, or the one
+    found in the student's folder (gradescope.find_submission). A link, at either level, is
+    refused before anything reads it."""
+    if entry.path.is_symlink() or not entry.path.is_dir():
+        refused = file_problem(entry.path)
+        return (None, refused) if refused else (entry.path, "")
+    return find_submission(entry.path, config)
 
 
 def class_config(config: GradingConfig, kind: str | None, timeout_s: float | None):
@@ -157,9 +172,7 @@ def grade_entry(
 
 def grade_in_slot(entry: Entry, config: GradingConfig, config_file: Path | None, slot: int) -> Row:
     start = time.perf_counter()
-    file, note = entry.path, ""
-    if entry.path.is_dir():
-        file, note = find_submission(entry.path, config)
+    file, note = submission_file(entry, config)
     if file is None:
         results = zero_results(note, config, config.kind)
         return row_of(entry.student, results, None, note, time.perf_counter() - start, False)
@@ -221,7 +234,9 @@ def first_failure(report: dict) -> str:
 
 
 def first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
+    # cut before it is split: a reason may be megabytes of one line
+    text = text[: FAILURE_WIDTH * 4].strip()
+    line = text.splitlines()[0] if text else ""
     return line if len(line) <= FAILURE_WIDTH else line[: FAILURE_WIDTH - 3] + "..."
 
 
@@ -278,6 +293,8 @@ def grade_class(
 
 
 def csv_text(grades: ClassGrades) -> str:
+    """grades.csv: one line per student, each cell one line and bounded (the first failure
+    is FAILURE_WIDTH characters at most, a name 100), so at most a few hundred bytes a row."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(
@@ -286,12 +303,12 @@ def csv_text(grades: ClassGrades) -> str:
     for r in grades.rows:
         writer.writerow(
             [
-                r.student,
+                one_line(r.student, 100),
                 f"{r.score:g}",
                 f"{r.max_score:g}",
                 *(f"{r.families.get(f, 0.0):g}" for f in grades.families),
                 "yes" if r.passed else "no",
-                r.failure,
+                first_line(r.failure),
                 f"{r.seconds:.1f}",
             ]
         )
@@ -305,9 +322,9 @@ def markdown_table(grades: ClassGrades) -> str:
     head += ["first failure", "seconds"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for r in grades.rows:
-        cells = [r.student, f"{r.score:g}"]
+        cells = [one_line(r.student, 100), f"{r.score:g}"]
         cells += [f"{r.families.get(f, 0.0):g}" for f in grades.families]
-        cells += [r.failure or "passed", f"{r.seconds:.1f}"]
+        cells += [first_line(r.failure) or "passed", f"{r.seconds:.1f}"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 

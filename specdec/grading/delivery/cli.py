@@ -13,18 +13,21 @@ import contextlib
 import json
 import os
 import sys
+import traceback
 from dataclasses import replace
 from pathlib import Path
 
 from specdec.grading.engine.config import GradingConfig, load_config
 from specdec.grading.engine.grade import POLICIES, grade
+from specdec.grading.engine.quoting import one_line, without_paths
 from specdec.grading.engine.report import (
+    gradescope_results,
     json_report,
     text_report,
-    write_gradescope,
     write_json,
     zero_results,
 )
+from specdec.grading.engine.submission import LoadError
 from specdec.grading.exercises import KINDS, kind_of_name, listing
 
 # classroom.py and gradescope.py are imported where they are used, not here: each also runs
@@ -132,17 +135,50 @@ def cmd_grade(args) -> int:
     with contextlib.redirect_stdout(sys.stderr):
         try:
             result = grade(args.spec, args.kind, args.policy, config, max(args.threads, 1))
-        except ValueError as error:  # not loaded (a syntax error, no such function or file)
+            report = json_report(result) if args.json else text_report(result)
+            results = gradescope_results(result, config) if args.gradescope else None
+        except LoadError as error:  # not loaded (a syntax error, no such function or file)
             if args.gradescope:  # Gradescope still needs its results.json: 0, and why
                 reason = f"your code could not be loaded: {error}"
                 write_json(zero_results(reason, config, kind_asked(args)), args.gradescope)
                 print(f"written: {args.gradescope}", file=sys.stderr)
             raise
-    print(json_report(result) if args.json else text_report(result))
-    if args.gradescope:
-        write_gradescope(result, Path(args.gradescope), config)
+        except Exception as error:  # the grader's own failure: neither a load error nor a
+            # crash of the submission's (those are caught where it is called, and graded 0)
+            return grader_failed(error, args, config)
+    print(report)
+    if results is not None:
+        write_json(results, Path(args.gradescope))
         print(f"written: {args.gradescope}", file=sys.stderr)
     return 0 if result.passed else 1
+
+
+GRADER_FAILED = "specdec grade: the grader failed"  # starts the last line of its stderr
+GRADER_FAILED_EXIT = 3  # 0 passed, 1 failed, 2 not loaded (or a bad option), 3 this
+
+
+def grader_failed(error: Exception, args, config: GradingConfig) -> int:
+    """The grader itself failed: its traceback on stderr for whoever reports it, then one line
+    that says so (the zip's runner reads it: gradescope.failure_reason), and with --gradescope
+    a 0 whose reason names the error without the grader's paths."""
+    traceback.print_exc(file=sys.stderr)
+    reason = grader_failure(error)
+    if args.gradescope:
+        write_json(zero_results(reason, config, kind_asked(args)), args.gradescope)
+        print(f"written: {args.gradescope}", file=sys.stderr)
+    print(f"{GRADER_FAILED}{reason.removeprefix('the grader failed')}", file=sys.stderr)
+    return GRADER_FAILED_EXIT
+
+
+def grader_failure(error: BaseException) -> str:
+    """'the grader failed (OverflowError: ...); please report it', in one line: what was
+    raised, its absolute paths cut to their last part (the grader's folders are not the
+    student's to see), its message cut."""
+    said = without_paths(one_line(str(error), 300))
+    return (
+        f"the grader failed ({type(error).__name__}: {said}) while grading your code: it is "
+        f"the grader's mistake, not yours; please report it"
+    )
 
 
 def kind_asked(args) -> str:

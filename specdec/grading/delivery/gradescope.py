@@ -20,22 +20,29 @@ the grader itself, a timeout).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
+import stat
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from specdec.grading.delivery.cli import GRADER_FAILED, GRADER_FAILED_EXIT
 from specdec.grading.engine.closure import Closure, distributions, import_closure
 from specdec.grading.engine.config import GradingConfig, load_config
+from specdec.grading.engine.quoting import one_line, without_paths
 from specdec.grading.engine.report import write_json, zero_results
-from specdec.grading.engine.worker_setup import not_dumpable, stop_on_sigterm
+from specdec.grading.engine.submission import file_problem
+from specdec.grading.engine.worker_setup import (
+    SLOT_VARIABLE,
+    Supervision,
+    not_dumpable,
+    stop_gradings,
+    stop_on_sigterm,
+)
 from specdec.grading.exercises import KINDS, kind_of_name
 from specdec.grading.exercises import exercise as exercise_of
 
@@ -162,20 +169,50 @@ def build(out: Path, config_path: str | Path | None = None, exercise: str | None
 
 
 def find_submission(folder: Path, config: GradingConfig) -> tuple[Path | None, str]:
-    """(the file to grade, a note for the student) or (None, why there is none)."""
+    """(the file to grade, a note for the student) or (None, why there is none).
+
+    Only regular files are graded, and no link is followed while searching (lstat, os.walk
+    without followlinks): a link named like the wanted file, or the only .py file being one,
+    is refused with the reason (a link into the grader's source would be read by this side,
+    and quoted in the results)."""
     wanted = config.submission_file
-    if (folder / wanted).is_file():
-        return folder / wanted, ""
-    found = sorted(p for p in folder.rglob("*") if p.is_file() and "__MACOSX" not in p.parts)
+    top = folder / wanted
+    if os.path.lexists(top):
+        refused = file_problem(top)
+        return (None, refused) if refused else (top, "")
+    found, links = files_in(folder)
     named = [p for p in found if p.name == wanted]
+    linked = [p for p in links if p.name == wanted]
+    if linked:
+        return None, file_problem(linked[0])
     if len(named) == 1:  # inside a folder of the upload
         return named[0], ""
     python = [p for p in found if p.suffix == ".py"]
     if len(python) == 1:
-        note = f"(no {wanted} in your submission; graded {python[0].name}, its only .py file)"
+        name = one_line(python[0].name, 100)
+        note = f"(no {wanted} in your submission; graded {name}, its only .py file)"
         return python[0], note
-    listing = ", ".join(str(p.relative_to(folder)) for p in found[:12]) or "nothing"
+    if not python and [p for p in links if p.suffix == ".py"]:
+        return None, file_problem(next(p for p in links if p.suffix == ".py"))
+    listing = ", ".join(one_line(str(p.relative_to(folder)), 100) for p in found[:12])
+    listing = listing or "nothing"
     return None, f"no file {wanted} in your submission (it holds: {listing}); upload {wanted}"
+
+
+def files_in(folder: Path) -> tuple[list[Path], list[Path]]:
+    """The regular files under `folder` and its links (to files or folders), sorted; links
+    are not followed, and a Mac archive's __MACOSX folder is left out."""
+    regular, links = [], []
+    for root, folders, files in os.walk(folder, followlinks=False):
+        folders[:] = [f for f in folders if f != "__MACOSX"]
+        for name in files + folders:
+            path = Path(root) / name
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                links.append(path)
+            elif stat.S_ISREG(mode):
+                regular.append(path)
+    return sorted(regular), sorted(links)
 
 
 def grade_submission(folder: Path, config: GradingConfig, config_file: Path | None) -> dict:
@@ -227,19 +264,27 @@ def run_grader(
 ) -> ChildRun:
     """Grade `spec` with `python -m specdec.grading` in a child process, stopped after `timeout_s`.
 
-    The child runs in its own session, so that a timeout stops it and the worker it started
-    (which also dies with it: engine/worker/worker.py). `extra` adds options of the grade
-    command (e.g. --json); `slot` numbers concurrent gradings, whose workers then run as
-    different users when this runs as root (engine/sandbox.py)."""
+    Nothing of the grading outlives this call, however it ends (worker_setup.Supervision):
+    the child runs in its own session with a temporary folder of its own (removed whole at
+    the end); run as root, its workers' user is claimed for it alone, and every process of
+    that user is killed when it ends (a worker that left the session and cleared its
+    parent-death signal included); not root, a timeout or Ctrl-C sends SIGTERM first, so
+    that the grading stops its worker itself, then SIGKILL. `extra` adds options of the
+    grade command (e.g. --json); `slot` numbers concurrent gradings: the user their workers
+    try first (a user held by another grading is passed over)."""
     path = os.pathsep.join(filter(None, [str(SOURCE), os.environ.get("PYTHONPATH")]))
-    env = {
-        **os.environ,
-        "PYTHONPATH": path,
-        **{v: str(threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
-        "SPECDEC_WORKER_SLOT": str(slot),
-    }
-    with tempfile.TemporaryDirectory() as scratch:
-        results = Path(scratch) / "results.json"
+    with Supervision(slot) as supervision:
+        env = {
+            **os.environ,
+            "PYTHONPATH": path,
+            **{
+                v: str(threads)
+                for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+            },
+            SLOT_VARIABLE: str(slot),
+            **supervision.environment(),
+        }
+        results = supervision.private / "results.json"
         command = [sys.executable, "-m", "specdec.grading", spec, "--kind", kind]
         command += ["--policy", policy]
         command += ["--config", str(config_file)] if config_file else []
@@ -253,21 +298,20 @@ def run_grader(
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            pass_fds=supervision.pass_fds(),
         )
-        RUNNING.add(child.pid)
+        RUNNING[child.pid] = child
         try:
             stdout, stderr = child.communicate(timeout=timeout_s)
             returncode = child.returncode
         except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            stdout, stderr = child.communicate()
+            stdout, stderr = supervision.stop(child)
             returncode = None
         except KeyboardInterrupt:  # its own session does not see the Ctrl-C: stop it too
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
+            supervision.stop(child)
             raise
         finally:
-            RUNNING.discard(child.pid)
+            RUNNING.pop(child.pid, None)
         seconds = time.perf_counter() - start
         wrote = returncode in (0, 1) and results.is_file()
         data = json.loads(results.read_text()) if wrote else None
@@ -278,15 +322,14 @@ def run_grader(
     return ChildRun(spec, timeout_s, returncode, stdout, stderr, seconds, data)
 
 
-RUNNING: set[int] = set()  # the graders' children now running (each leads its own session)
+RUNNING: dict[int, subprocess.Popen] = {}  # the graders' children now running, by pid
 
 
 def stop_running() -> None:
-    """Kill every grader child still running, with what it started (a Ctrl-C in the parent
-    reaches none of them: each runs in its own session)."""
-    for pid in list(RUNNING):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+    """Stop every grader child still running (a Ctrl-C in the parent reaches none of them:
+    each runs in its own session): their run_grader calls then end, and each kills what is
+    left of its grading's workers and removes its folder."""
+    stop_gradings(list(RUNNING.values()))
 
 
 def failure_reason(child: ChildRun) -> str | None:
@@ -300,10 +343,16 @@ def failure_reason(child: ChildRun) -> str | None:
     if child.results is not None:
         return None
     error = [line for line in child.stderr.splitlines() if line.strip()]
-    if child.returncode == 2 and error and "specdec grade: error:" in error[-1]:
+    if child.returncode == 2 and error and error[-1].startswith("specdec grade: error:"):
         reason = error[-1].split("specdec grade: error:", 1)[1].strip()
         return f"your code could not be loaded: {reason}"
-    tail = "\n".join(error[-15:]) or "no message"
+    failed = [line for line in error if line.startswith(GRADER_FAILED)]
+    if child.returncode == GRADER_FAILED_EXIT and failed:  # cli.grader_failed's own line
+        return failed[-1].removeprefix("specdec grade: ")
+    # neither: it was killed (a signal, out of memory) or ended before it could say why. Its
+    # last lines, the grader's folders cut from them (what the submission printed is there,
+    # each line "  | "-prefixed by grade.show_output)
+    tail = "\n".join(without_paths(one_line(line)) for line in error[-15:]) or "no message"
     return (
         f"the grader stopped with exit code {child.returncode} after {child.seconds:.0f} s and "
         f"no grade (out of memory? your code ending the process?):\n{tail}"

@@ -43,6 +43,8 @@ class Outcome:
     n: int = 0  # calls or runs of the submission
     generic: bool = False  # the hint is a fallback: another check's diagnosis may replace it
     measure: float | None = None  # a figure the verdict quotes (the acceptance rate)
+    pattern: str = ""  # what the outcomes showed as a whole ("never-keeps", "keeps-all"),
+    # for the hints an exercise reads from every check's outcome
 
 
 @dataclass(frozen=True)

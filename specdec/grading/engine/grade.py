@@ -13,6 +13,7 @@ from pathlib import Path
 
 from specdec.grading.engine.config import GradingConfig
 from specdec.grading.engine.core import Grade, run_families
+from specdec.grading.engine.secret import secret_held
 from specdec.grading.engine.submission import load_submission
 from specdec.grading.exercises import families_of, revise_of
 
@@ -32,7 +33,8 @@ def grade(
     A file runs in a worker process (sandbox.py); `isolated=False` imports it here, for
     trusted code only. BLAS and torch are held to `threads` threads while the submission is
     loaded and graded: with as many threads as cores, any other busy process makes them wait
-    for each other.
+    for each other. Each grading draws its scored checks' inputs from a secret of its own
+    (engine/secret.py; SPECDEC_GRADING_SECRET pins it, to grade again on the same inputs).
     """
     if policy not in POLICIES:
         raise ValueError(f"--policy must be one of {', '.join(POLICIES)}, got {policy!r}")
@@ -42,8 +44,8 @@ def grade(
     with threadpool_limits(limits=threads, user_api="blas"):
         submission = load_submission(spec, kind, threads, isolated)
         try:
-            with torch_threads(threads):  # a module loaded here may have imported torch
-                families = families_of(submission.kind, policy)
+            with torch_threads(threads), secret_held():  # torch: the module may import it
+                families = families_of(submission.kind, policy, config.require_rule)
                 result = run_families(submission, families, revise_of(submission.kind))
         finally:
             submission.close()

@@ -263,23 +263,45 @@ def merged_cells(law: Law, n: int) -> list[list]:
 
 def compare(counts: Counter, law: Law) -> Comparison:
     """Pearson chi-square of `counts` against `law`; an impossible outcome gives p = 0."""
+    return pearson(counts, law)[0]
+
+
+def pearson(counts: Counter, law: Law) -> tuple[Comparison, float, int]:
+    """`compare`'s comparison, with Pearson's statistic and its degrees of freedom (0 when
+    there is nothing to test: one merged cell, or an impossible outcome, p = 0)."""
     from scipy import stats  # imported here: `specdec` starts without scipy
 
     n = sum(counts.values())
     distance = total_variation(counts, law)
     impossible = {o: c for o, c in counts.items() if law.get(o, 0.0) <= 0.0}
     if impossible:
-        return Comparison(0.0, n, impossible, [], distance)
+        return Comparison(0.0, n, impossible, [], distance), math.inf, 0
     groups = merged_cells(law, n)
     if len(groups) < 2:
-        return Comparison(1.0, n, {}, [], distance)
+        return Comparison(1.0, n, {}, [], distance), 0.0, 0
     expected = np.array([n * math.fsum(law[o] for o in g) for g in groups])
     observed = np.array([sum(counts.get(o, 0) for o in g) for g in groups])
     terms = (observed - expected) ** 2 / expected
     p = float(stats.chi2.sf(terms.sum(), len(groups) - 1))
     order = np.argsort(-terms)
     cells = [(groups[i], int(observed[i]), float(expected[i])) for i in order]
-    return Comparison(p, n, {}, cells, distance)
+    return Comparison(p, n, {}, cells, distance), float(terms.sum()), len(groups) - 1
+
+
+def compare_cases(samples: list[tuple[Counter, Law]]) -> tuple[float, list[Comparison]]:
+    """Independent samples, each against its own law -> one p-value for them all, and each
+    sample's own comparison (for the story). The p-value is the chi-square tail of the sum of
+    their Pearson statistics, at the sum of their degrees of freedom (each sample's cells
+    merged as `compare` merges them): one test, at one threshold, however many cases."""
+    from scipy import stats
+
+    done = [pearson(counts, law) for counts, law in samples]
+    if any(cmp.impossible for cmp, _, _ in done):
+        return 0.0, [cmp for cmp, _, _ in done]
+    statistic = math.fsum(s for _, s, _ in done)
+    dof = sum(d for _, _, d in done)
+    p = float(stats.chi2.sf(statistic, dof)) if dof else 1.0
+    return p, [cmp for cmp, _, _ in done]
 
 
 def binomial_p(successes: int, n: int, rate: float) -> float:

@@ -1,5 +1,12 @@
 """The grade as text (the verdict of each family, one line per law, then the failures in
-plain words), as JSON, and as the results.json that Gradescope's autograder reads."""
+plain words), as JSON, and as the results.json that Gradescope's autograder reads.
+
+What the submission said (an exception's message, what it returned) reaches these reports cut
+and quoted (engine/quoting.py: a message of several lines has each line prefixed with "  > ",
+so that none can start a line as "PASS ..." or "RESULT: PASS" does). Each JSON document is
+bounded, whatever the submission returned: results.json and the JSON report hold at most
+JSON_LIMIT bytes (1 MiB), their longest strings cut, with a note, until they fit.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,10 @@ from pathlib import Path
 
 from specdec.grading.engine.config import FAMILIES, GradingConfig
 from specdec.grading.engine.core import ALPHA, Grade, Result
+from specdec.grading.engine.quoting import one_line
+
+JSON_LIMIT = 1 << 20  # bytes of results.json and of the JSON report, at most
+CUT_NOTE = "\n... (cut here: the whole report is kept under {limit} KiB)"
 
 FAILED_VERDICT = {
     "law": "your verify's output does NOT follow the target's law: it is biased (see below)",
@@ -60,9 +71,19 @@ def family_verdict(grade: Grade, family) -> str:
     return f"{mark}  {family.name}: {text}" + ("" if counted else " (for information)")
 
 
+def confinement_line(grade: Grade) -> str:
+    """How the worker that ran the submission was held ("" for code run in this process):
+    said in every report, so that an instructor sees what a grading could and could not do."""
+    sandbox = grade.submission.sandbox
+    if sandbox is None:
+        return ""
+    return f"worker: {sandbox.describe_confinement()}"
+
+
 def text_report(grade: Grade) -> str:
     sub = grade.submission
-    lines = [f"grading {sub.spec} as a {sub.kind} ({sub.kind_reason})", ""]
+    lines = [f"grading {one_line(sub.spec)} as a {sub.kind} ({sub.kind_reason})"]
+    lines += [confinement_line(grade)] * bool(confinement_line(grade)) + [""]
     lines += [family_verdict(grade, f) for f in grade.families] + [""]
     width = max(len(r.check.name) for r in grade.results)
     for r in grade.results:
@@ -128,11 +149,12 @@ def result_dict(r: Result) -> dict:
 
 
 def json_report(grade: Grade) -> str:
-    return json.dumps(
+    return bounded_json(
         {
             "spec": grade.submission.spec,
             "kind": grade.submission.kind,
             "passed": grade.passed,
+            "worker": confinement_line(grade)[len("worker: ") :] or None,
             "families": {
                 f.name: {
                     "status": grade.family_status(f.name),
@@ -148,7 +170,6 @@ def json_report(grade: Grade) -> str:
             "crashes": [c.describe() for c in grade.crashes],
             "laws": [result_dict(r) for r in grade.results],
         },
-        indent=2,
     )
 
 
@@ -186,10 +207,11 @@ def gradescope_results(grade: Grade, config: GradingConfig | None = None) -> dic
     return {
         "score": float(sum(t["score"] for t in tests)),
         "execution_time": round(grade.seconds, 2),
-        "output": f"{grade.submission.kind} {grade.submission.spec}: "
+        "output": f"{grade.submission.kind} {one_line(grade.submission.spec)}: "
         + ("every family passed" if grade.passed else "some families failed; see each test")
         + "\n"
-        + "\n".join(verdicts),
+        + "\n".join(verdicts)
+        + ("\n" + confinement_line(grade)) * bool(confinement_line(grade)),
         "visibility": config.visibility,
         "stdout_visibility": config.stdout_visibility,
         "tests": tests,
@@ -222,9 +244,35 @@ def zero_results(reason: str, config: GradingConfig | None = None, kind: str = "
 
 
 def write_json(data: dict, path: Path) -> None:
+    """results.json (or any report) as JSON of at most JSON_LIMIT bytes."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2))
+    path.write_text(bounded_json(data))
+
+
+def bounded_json(data, limit: int = JSON_LIMIT) -> str:
+    """json.dumps(data, indent=2) in at most `limit` bytes: while it is longer, every string
+    longer than a cap is cut to it (with a note), the cap halved each time. The reports'
+    strings are few (a test's output, a law's story), so one or two rounds do; ASCII
+    escapes (json.dumps' default) make a character a byte, at least."""
+    text = json.dumps(data, indent=2)
+    cap = limit // 2
+    while len(text) > limit and cap >= 64:
+        data = strings_cut(data, cap, CUT_NOTE.format(limit=limit >> 10))
+        text = json.dumps(data, indent=2)
+        cap //= 2
+    return text
+
+
+def strings_cut(value, cap: int, note: str):
+    """`value` with each string longer than `cap` characters cut to them, and `note` added."""
+    if isinstance(value, str):
+        return value if len(value) <= cap else value[:cap] + note
+    if isinstance(value, dict):
+        return {k: strings_cut(v, cap, note) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strings_cut(v, cap, note) for v in value]
+    return value
 
 
 def write_gradescope(grade: Grade, path: Path, config: GradingConfig | None = None) -> None:

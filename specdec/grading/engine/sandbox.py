@@ -12,23 +12,29 @@ its answers.
 Least privilege, where the system allows it:
 
 * run as root (Gradescope, a container), the worker runs as an unprivileged user of its own
-  (`specdec-worker` when the zip's setup.sh made it, else a user id no account holds, one per
-  concurrent grading), in a file tree of its own on Linux (confinement.py), so it can read
-  neither the grader nor other students' folders, and write only its scratch folder;
+  (`specdec-worker` when the zip's setup.sh made it, else a user id no account holds),
+  claimed for the grading alone (worker_setup.Claim), so that killing every process of that
+  user at the end kills its workers, whatever they did, and nothing else;
+* on Linux, in a file tree of its own where it may make one (root with CAP_SYS_ADMIN: a mount
+  namespace, its only writable place a 64 MiB tmpfs), else under Landlock (no CAP_SYS_ADMIN,
+  or run as you: it reads its libraries only and writes no file), and a seccomp filter
+  (no namespaces, ptrace, mounts, bpf...): confinement.enter; what held comes back in its
+  "ready" message, kept as `Sandbox.confinement` and put in words by describe_confinement;
 * limits on memory, CPU time, processes and threads (none: a fork fails), the size of a file
   it writes and the number it opens; on Linux it is killed when the grading process ends;
 * this process refuses to be read or traced by the worker (Linux: not dumpable), so a worker
   of the same user cannot read its memory or its open files.
 
-What this does not isolate (docs/oracle.md, "Where a submission runs"): a worker run as your
-own user can read whatever you can read, and any worker can reach the network; for a class
-you do not trust, run `grade-class` as root in a container.
+What this does not isolate (docs/oracle.md, "Where a submission runs"): any worker can reach
+the network; where the kernel has no Landlock (before Linux 5.13, or not enabled), a worker
+run as your own user can read whatever you can read, and one run as root without
+CAP_SYS_ADMIN whatever any user can; for a class you do not trust, run `grade-class` as root
+in a container.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import select
 import shutil
@@ -41,13 +47,28 @@ from pathlib import Path
 
 import numpy as np
 
+from specdec.grading.engine.quoting import MESSAGE, one_line, shown_value, type_name
+from specdec.grading.engine.replies import (
+    Returned,
+    ReturnedList,
+    ReturnedTuple,
+    answered,
+    plain,
+    readable,
+    refuse,
+    remote_error,
+    reply_of,
+)
 from specdec.grading.engine.worker import confinement, wire, worker
 from specdec.grading.engine.worker_setup import (
+    Claim,
     import_names,
     library_folder,
-    slot_from_environment,
+    record_worker,
+    stop_on_sigterm,
+    supervised,
+    worker_claim,
     worker_environment,
-    worker_ids,
 )
 
 STARTUP_S = 60.0  # the worker's own start (Python, NumPy): longer means something is wrong
@@ -62,6 +83,10 @@ class Limits:
     cpu_seconds: int = 900  # CPU time of the whole grading (the wall-clock limit comes first)
     file_mb: int = 16  # the largest file it may write, what it prints included
     open_files: int = 256  # the folders it imports from may be held open (confinement.py)
+    # all it may write, every file together: the size of the tmpfs it writes in, where a
+    # mount namespace exists (run as root with CAP_SYS_ADMIN); elsewhere it writes no file
+    # at all (Landlock), or, where neither exists, file_mb per file only
+    scratch_mb: int = confinement.SCRATCH_MB
 
     def settings(self) -> dict:
         return {
@@ -81,44 +106,6 @@ class SandboxError(RuntimeError):
 class WorkerEnded(Exception):
     """The worker ended while the submission ran (it exited, was killed by a limit, or broke
     the format): every later call ends the same way."""
-
-
-class RemoteError(Exception):
-    """An exception raised in the worker, rebuilt from its type's name and its message."""
-
-    frames: list = []  # [file name, line, function, code] of the submitted file's frames
-    last: list = []  # the deepest frame, whoever's it is
-    call: int | None = None  # in a request of several calls, which one raised
-
-    def __str__(self) -> str:
-        return self.message
-
-    message = ""
-
-
-# --------------------------------------------------------------------------------------------
-# What the submission hands back, rebuilt here from plain data
-# --------------------------------------------------------------------------------------------
-
-
-class Returned:
-    """An object a submission returned: its type's name, its repr, and the attributes the
-    contracts read (accepted, token, tokens, stats, ...), each rebuilt as plain data."""
-
-    def __init__(self, type_name: str, text: str, attributes: dict) -> None:
-        self.__dict__.update(attributes)
-        self._type_name, self._text = type_name, text
-
-    def __repr__(self) -> str:
-        return self._text
-
-
-class ReturnedTuple(tuple):
-    """A tuple subclass a submission returned (a namedtuple): the items, and its fields."""
-
-
-class ReturnedList(list):
-    """A list subclass a submission returned: the items."""
 
 
 class RemoteFunction:
@@ -149,11 +136,13 @@ class RemoteFunction:
             )
             columns.append(np.stack(values) if same else list(values))
             stacked.append(same)
-        return self.sandbox.request(("each", self.handle, columns, stacked, tuple(tail)))
+        reply = self.sandbox.request(("each", self.handle, columns, stacked, tuple(tail)))
+        return answered(reply, len(calls))
 
     def repeat(self, args: tuple, kwargs: dict, n: int) -> list:
         """n calls, one after the other, each on fresh copies of the arrays -> n results."""
-        return self.sandbox.request(("repeat", self.handle, tuple(args), dict(kwargs), n))
+        reply = self.sandbox.request(("repeat", self.handle, tuple(args), dict(kwargs), n))
+        return answered(reply, n)
 
     def __repr__(self) -> str:
         return f"<{self.__name__} in the worker>"
@@ -197,11 +186,20 @@ class Sandbox:
         self.sent: dict[int, object] = {}  # id -> the grader's object built in the worker
         self.generators: dict[int, np.random.Generator] = {}  # handed over in this request
         self.ended: WorkerEnded | None = None
+        self.confinement: dict = {}  # what the worker ran under (its "ready" message)
+        # run as root, the worker's user: handed down by the grading's supervisor, else
+        # claimed here (and released, its processes killed, with the folders)
+        self.claim: Claim | None = worker_claim(slot)
+        self.ids = self.claim.ids if self.claim is not None else None
+        if supervised():  # its SIGTERM ends the grading as Ctrl-C does: the worker is killed
+            stop_on_sigterm()  # and its folders removed (cleanup) before the SIGKILL comes
+        # made in TMPDIR: under a supervisor, its folder, which it removes whole at the end
         self.private = Path(tempfile.mkdtemp(prefix="specdec-grader-"))  # this side's only
         self.scratch = Path(tempfile.mkdtemp(prefix="specdec-worker-"))
         self.process: subprocess.Popen | None = None
-        self.finalizer = weakref.finalize(self, cleanup, None, self.private, self.scratch)
-        self.ids = worker_ids(slot if slot is not None else slot_from_environment())
+        self.finalizer = weakref.finalize(
+            self, cleanup, None, self.claim, self.private, self.scratch
+        )
         self.start(libraries, reference_pieces, threads)
 
     # -- start and stop ------------------------------------------------------------------------
@@ -218,6 +216,8 @@ class Sandbox:
         for module in (worker, wire, confinement):
             shutil.copyfile(Path(module.__file__), code / Path(module.__file__).name)
         worker_file = code / "worker.py"
+        room = self.scratch / "tmp"  # its TMPDIR: the capped tmpfs, under a mount namespace
+        room.mkdir()
         self.copy = str(copy)
         settings = {
             "limits": self.limits.settings(),
@@ -225,9 +225,10 @@ class Sandbox:
             "file": str(copy),
             "user": list(self.ids) if self.ids else None,
             "preload": [*import_names(libraries), *(f"reference.{p}" for p in pieces)],
+            "scratch_mb": self.limits.scratch_mb,
         }
         if self.ids is not None:
-            for path in (self.scratch, home, copy):
+            for path in (self.scratch, home, copy, room):
                 os.chown(path, *self.ids)
             for path in [lib, *lib.rglob("*"), code, *code.iterdir()]:
                 if not path.is_symlink():
@@ -260,11 +261,19 @@ class Sandbox:
             os.close(down_read)
             os.close(up_write)
             output.close()
+        record_worker(self.process.pid)  # for a supervisor, if this process dies first
         self.inbox, self.outbox = up_read, down_write
         os.set_blocking(self.inbox, False)  # polled (worker.read_exactly), then waited on
         self.finalizer.detach()
         self.finalizer = weakref.finalize(
-            self, cleanup, self.process, self.private, self.scratch, up_read, down_write
+            self,
+            cleanup,
+            self.process,
+            self.claim,
+            self.private,
+            self.scratch,
+            up_read,
+            down_write,
         )
         try:
             ready = self.receive(STARTUP_S)
@@ -275,6 +284,12 @@ class Sandbox:
             ) from None
         if not (isinstance(ready, tuple) and ready[:1] == ("ready",)):
             raise SandboxError(f"the worker started with {ready!r} instead of 'ready'")
+        held = ready[2] if len(ready) > 2 and isinstance(ready[2], dict) else {}
+        self.confinement = {**held, "own_user": self.ids is None}
+
+    def describe_confinement(self) -> str:
+        """What the worker ran under, in one line for the reports."""
+        return describe_confinement(self.confinement)
 
     def access_advice(self) -> str:
         if self.ids is None:
@@ -325,12 +340,15 @@ class Sandbox:
             while isinstance(reply, tuple) and reply[:1] == ("callback",):
                 self.answer(reply)
                 reply = self.receive()
-            status, value, _ = reply  # the generators' states were set as they were read
+            status, value = reply_of(reply)  # the generators' states were set as read
         except (WorkerEnded, wire.WireError, OSError, ValueError, TypeError, KeyError) as error:
             self.ended = (
                 error
                 if isinstance(error, WorkerEnded)
-                else WorkerEnded(f"the worker broke the exchange ({type(error).__name__}: {error})")
+                else WorkerEnded(
+                    f"the worker broke the exchange ({type(error).__name__}: "
+                    f"{one_line(str(error), MESSAGE)})"
+                )
             )
             self.stop()
             raise self.ended from None
@@ -392,10 +410,14 @@ class Sandbox:
         return f"your code ended the process running it, with exit code {code}"
 
     def stop(self) -> None:
+        """Kill the worker: by its pid, and, with a user claimed here, every process of that
+        user (a claim handed down is its supervisor's to sweep)."""
         if self.process is not None and self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self.process.kill()
             self.process.wait()
+        if self.claim is not None:
+            self.claim.kill_processes()
 
     # -- values that are not plain data ----------------------------------------------------------
 
@@ -438,12 +460,14 @@ class Sandbox:
             generator.bit_generator.state = state
             return None
         if kind == "handle":
-            number, type_name, is_callable = payload
+            number, name, is_callable = payload
+            if type(number) is not int:
+                raise wire.WireError(f"a handle numbered {shown_value(number)}")
             if is_callable:
-                return RemoteFunction(self, int(number), str(type_name))
-            return RemoteObject(self, int(number), str(type_name))
+                return RemoteFunction(self, number, type_name(name, "function"))
+            return RemoteObject(self, number, type_name(name, "object"))
         if kind == "scalar":
-            return payload if isinstance(payload, (bool, int, float, str)) else str(payload)
+            return payload if isinstance(payload, (bool, int, float, str)) else shown_value(payload)
         if kind == "subclass":  # an int that compares equal to anything becomes its value
             return plain(payload[1])
         if kind == "mapping":  # a dict subclass: a plain dict of its items
@@ -451,59 +475,51 @@ class Sandbox:
                 raise wire.WireError("a mapping that is not a dict")
             return payload
         if kind == "sequence":
-            type_name, items, attributes = payload
+            _, items, attributes = payload
             made = ReturnedTuple(items) if isinstance(items, tuple) else ReturnedList(items)
-            made.__dict__.update({str(k): v for k, v in dict(attributes).items()})
+            made.__dict__.update(readable(attributes))
             return made
         if kind == "object":
-            type_name, text, attributes = payload
-            return Returned(str(type_name), str(text), dict(attributes))
-        raise wire.WireError(f"unknown record {kind!r}")
+            name, text, attributes = payload
+            return Returned(name, text, attributes)
+        raise wire.WireError(f"unknown record {shown_value(kind, 60)}")
 
 
-def plain(value):
-    if type(value) in (bool, int, float, str):
-        return value
-    raise wire.WireError(f"a subclass of {type(value).__name__} whose value is not plain")
-
-
-def refuse(value):
-    raise TypeError(f"not plain data: {type(value).__name__}")
-
-
-def remote_error(data: dict) -> RemoteError:
-    """The worker's description of an exception -> an exception here, of the same name (a
-    built-in's subclass when it is a built-in's, so that `isinstance(e, ValueError)` holds)."""
-    name = str(data.get("type", "Exception"))
-    base = wire.builtin_error(name) if data.get("builtin") else None
-    bases = (base, RemoteError) if base not in (None, RuntimeError) else (RemoteError,)
-    if not name.isidentifier():
-        name = "Exception"
-    try:
-        cls = type(name, bases, {})
-    except TypeError:  # a built-in whose layout does not mix
-        cls = type(name, (RemoteError,), {})
-    error = cls.__new__(cls)
-    Exception.__init__(error, str(data.get("message", "")))
-    error.message = str(data.get("message", ""))
-    error.frames = [list(f) for f in data.get("frames", [])]
-    error.last = [list(f) for f in data.get("last", [])]
-    error.lineno, error.text = data.get("lineno"), data.get("text")
-    error.call = data.get("call") if isinstance(data.get("call"), int) else None
-    return error
-
-
-def cleanup(process, private: Path, scratch: Path, *fds: int) -> None:
-    """Kill the worker, close the pipes, remove both folders."""
+def cleanup(process, claim: Claim | None, private: Path, scratch: Path, *fds: int) -> None:
+    """Kill the worker, close the pipes, remove both folders; a user claimed here: every
+    process of it killed, then released."""
     if process is not None and process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             process.kill()
         process.wait()
+    if claim is not None:
+        claim.release()
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
     shutil.rmtree(private, ignore_errors=True)
     shutil.rmtree(scratch, ignore_errors=True)
+
+
+def describe_confinement(held: dict) -> str:
+    """The worker's "ready" report of its confinement (confinement.enter; Sandbox.confinement)
+    -> one line, e.g. "own file tree (mount namespace, 64 MiB to write), seccomp, user 64999"
+    or "Landlock ABI 7 + seccomp, user 64999 (no mount namespace: no CAP_SYS_ADMIN)"."""
+    if not held:
+        return "unknown (the worker did not say)"
+    parts = []
+    if held.get("mount_namespace"):
+        cap = held.get("scratch_cap_mb")
+        parts.append(f"own file tree (mount namespace, {cap} MiB to write)")
+    elif held.get("landlock"):
+        parts.append(f"Landlock ABI {held['landlock']} (reads its libraries only, writes no file)")
+    text = " + ".join(parts) or "no file-system confinement"
+    if held.get("seccomp"):
+        text += " + seccomp"
+    user = held.get("user")
+    text += f", as your own user (uid {user})" if held.get("own_user") else f", user {user}"
+    notes = [str(n) for n in held.get("notes", []) if isinstance(n, str)]
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 # --------------------------------------------------------------------------------------------
@@ -540,19 +556,3 @@ BUILDERS = {
     "reference.sampling.SamplingParams": sampling_recipe,
     "reference.tree.shape.Tree": tree_recipe,
 }
-
-
-def signature_of(parameters) -> inspect.Signature | None:
-    """The worker's description of a signature -> an inspect.Signature (None: unknown)."""
-    if parameters is None:
-        return None
-    made = []
-    for name, kind, has_default in parameters:
-        default = None if has_default else inspect.Parameter.empty
-        made.append(
-            inspect.Parameter(str(name), inspect._ParameterKind(int(kind)), default=default)
-        )
-    try:
-        return inspect.Signature(made)
-    except ValueError:
-        return None

@@ -13,6 +13,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import math
+import os
+import stat
 import sys
 import textwrap
 import traceback
@@ -22,13 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.grading.engine.sandbox import (
-    RemoteError,
-    RemoteFunction,
-    Sandbox,
-    WorkerEnded,
-    signature_of,
-)
+from specdec.grading.engine import quoting
+from specdec.grading.engine.replies import BadReply, RemoteError, signature_of
+from specdec.grading.engine.sandbox import RemoteFunction, Sandbox, WorkerEnded
+from specdec.grading.engine.secret import grader_rng, submission_rng
 from specdec.grading.engine.worker_setup import not_dumpable
 from specdec.grading.exercises import EXERCISES, KINDS, exercise, kind_of_name
 
@@ -51,6 +51,15 @@ class Submission:
         """Stop the worker, if the function runs in one."""
         if self.sandbox is not None:
             self.sandbox.close()
+
+
+class LoadError(ValueError):
+    """The submitted file cannot be loaded (no such file, a link, a syntax error, no such
+    function, a raise while imported): raised only there, so that no other ValueError met
+    while grading is ever reported as "could not be loaded"."""
+
+
+ENDED_WHERE = "the process running your code"  # where a crash is when no frame says more
 
 
 class SubmissionCrash(Exception):
@@ -76,18 +85,24 @@ class SubmissionCrash(Exception):
     def headline(self) -> str:
         """The crash in one line, for whatever summarises a grade (a family's verdict, the
         JSON and Gradescope reports, a class's table): what was raised and at which line of
-        the student's file; or which returned value broke the contract."""
+        the student's file; or which returned value broke the contract. The message's first
+        line only, cut (the student's text never starts a line of a report)."""
         name = type(self.error).__name__
         if ", line " in self.where:  # 'file.py, line N, in f: <code>': the file and line
             return f"crashed: your code raised {name} at {self.where.split(': ', 1)[0]}"
-        message = (str(self.error).strip().splitlines() or [""])[0]
+        message = quoting.one_line((str(self.error).strip().splitlines() or [""])[0], 500)
         if self.where.startswith("the value your"):
             return f"{self.where} broke the contract: {message}"
+        if self.where == ENDED_WHERE and message:  # the message says it all ("the process
+            # running your code was killed by SIGINT"), in a table's 120 characters too
+            return f"crashed: {message}"
         return f"crashed: {name} in {self.where}" + (f": {message}" if message else "")
 
     def describe(self) -> str:
+        # the message on the first line when it is one line, else quoted line by line below
+        # it ("  > "): a message cannot forge a line of the report ("RESULT: PASS")
         lines = [
-            f"your code raised {type(self.error).__name__}: {self.error}",
+            f"your code raised {type(self.error).__name__}{quoting.message(str(self.error))}",
             f"  at {self.where}",
         ]
         if self.call:
@@ -109,15 +124,15 @@ def load_submission(
 
     A file (what students hand in) is loaded and run in a worker process (sandbox.py), never
     in this one. A module name is imported here: that is for code you trust (the reference,
-    your own tests), never for a submission. Raises ValueError saying what to change when the
-    spec cannot be loaded. `isolated=False` imports a file here too: for trusted code only
-    (the project's tests grade their own modules of broken variants so).
+    your own tests), never for a submission. Raises LoadError (a ValueError) saying what to
+    change when the spec cannot be loaded. `isolated=False` imports a file here too: for
+    trusted code only (the project's tests grade their own modules of broken variants so).
     """
     where, sep, name = str(spec).rpartition(":")
     if not sep:  # a bare file: the one exercise function it defines (`verify` first)
         where, name = str(spec), ""
     if not where:
-        raise ValueError(f"{spec!r}: expected PATH.py:FUNCTION, e.g. my_verify.py:verify")
+        raise LoadError(f"{spec!r}: expected PATH.py:FUNCTION, e.g. my_verify.py:verify")
     is_file = where.endswith(".py") or "/" in where or "\\" in where
     if is_file and isolated:
         return load_file(spec, Path(where), name, kind, threads)
@@ -129,19 +144,19 @@ def load_submission(
     if not name:
         name = next((n for n in EXERCISE_NAMES if hasattr(module, n)), "")
         if not name:
-            raise ValueError(
+            raise LoadError(
                 f"{spec!r}: the file defines no exercise's function ({', '.join(EXERCISE_NAMES)}"
                 f"); name the function: {where}:FUNCTION"
             )
     function = getattr(module, name, None)
     if function is None:
         public = sorted(n for n, v in vars(module).items() if callable(v) and n[0] != "_")
-        raise ValueError(
+        raise LoadError(
             f"{spec!r}: {where} has no function {name!r} (it defines: "
             f"{', '.join(public[:12]) or 'no functions'})"
         )
     if not callable(function):
-        raise ValueError(f"{spec!r}: {name} is a {type(function).__name__}, not a function")
+        raise LoadError(f"{spec!r}: {name} is a {type(function).__name__}, not a function")
     kind, reason = decide_kind(function, kind)
     return Submission(str(spec), function, kind, reason, source)
 
@@ -152,11 +167,13 @@ def load_file(spec: str, path: Path, name: str, kind: str, threads: int) -> Subm
     The kind decides the libraries, and a function without an exercise's name shows its kind
     only once loaded: then a worker with NumPy alone loads it first, and if the kind needs
     more (the loop's pieces of `reference`), a second worker is started for it."""
-    path = path.expanduser().resolve()
-    if not path.is_file():
-        raise ValueError(f"{spec!r}: no such file {path}")
+    path = path.expanduser()
+    refused = file_problem(path)  # before anything reads it: a link is not followed
+    if refused:
+        raise LoadError(f"{spec!r}: {refused}")
+    path = path.resolve()  # its folder's links only: the file itself is none
     if kind not in KINDS and kind != "auto":
-        raise ValueError(f"--kind must be auto or one of {', '.join(KINDS)}, got {kind!r}")
+        raise LoadError(f"--kind must be auto or one of {', '.join(KINDS)}, got {kind!r}")
     not_dumpable()  # a worker run as this user cannot read this process
     guess = kind if kind in KINDS else kind_of_name(name) or "verify"
     function = load_in_worker(spec, path, name, guess, threads)
@@ -171,6 +188,27 @@ def load_file(spec: str, path: Path, name: str, kind: str, threads: int) -> Subm
     return Submission(str(spec), function, kind, reason, str(path), function.sandbox)
 
 
+def file_problem(path: Path) -> str:
+    """Why `path` is not a submission to read ("" when it is one): it must be a regular
+    file itself, not a symbolic link (one pointing into the grader's own source would be
+    read, and quoted, by the grading side) nor a folder, a device or a pipe. lstat, so that
+    nothing is followed."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return f"no such file {quoting.one_line(str(path))}"
+    except OSError as error:
+        return f"{quoting.one_line(path.name)} cannot be read ({error.strerror})"
+    name = quoting.one_line(path.name)
+    if stat.S_ISLNK(mode):
+        return f"{name} is a symbolic link; upload the file itself"
+    if stat.S_ISDIR(mode):
+        return f"{name} is a folder, not a file"
+    if not stat.S_ISREG(mode):
+        return f"{name} is not a regular file; upload the file itself"
+    return ""
+
+
 def needs(kind: str) -> tuple:
     chosen = exercise(kind)
     return chosen.libraries, chosen.pieces
@@ -183,54 +221,77 @@ def load_in_worker(spec: str, path: Path, name: str, kind: str, threads: int) ->
         info = sandbox.load([name] if name else list(EXERCISE_NAMES))
     except (RemoteError, WorkerEnded) as error:
         sandbox.close()
-        raise ValueError(load_error(spec, path, error)) from None
+        raise LoadError(load_error(spec, path, error)) from None
     except BaseException:
         sandbox.close()
         raise
-    if not info.get("found"):
+    if not isinstance(info, dict) or not info.get("found"):
         sandbox.close()
-        raise ValueError(not_found(spec, path, name, info))
-    return RemoteFunction(sandbox, 0, str(info["name"]), signature_of(info["parameters"]))
+        raise LoadError(not_found(spec, path, name, info))
+    described = info.get("name"), info.get("parameters")
+    try:
+        signature = signature_of(described[1])
+    except (TypeError, ValueError, OverflowError):  # not [name, kind, has_default] triples
+        signature = None
+    if not (isinstance(described[0], str) and described[0].isidentifier()):
+        sandbox.close()
+        named = quoting.shown_value(described[0])
+        raise LoadError(f"{spec!r}: the worker named the function {named}")
+    return RemoteFunction(sandbox, 0, quoting.type_name(described[0], "function"), signature)
 
 
 def load_error(spec: str, path: Path, error: BaseException) -> str:
-    """Why the file could not be imported, in the words the student needs."""
+    """Why the file could not be imported, in the words the student needs (the message on
+    one line, or quoted line by line below it)."""
     if isinstance(error, WorkerEnded):
         return f"{spec!r}: importing {path.name} ended the process running it ({error})"
     if type(error).__name__ in ("SyntaxError", "IndentationError", "TabError"):
         line = f"{path.name}, line {error.lineno}: {error.text or ''}"
     else:
         line = student_line(error, str(path))
-    return f"{spec!r}: importing {path.name} raised {type(error).__name__}: {error} ({line})"
+    said = quoting.message(str(error))
+    if "\n" in said:  # several lines: where first, then the quoted message
+        return f"{spec!r}: importing {path.name} raised {type(error).__name__} ({line}){said}"
+    return f"{spec!r}: importing {path.name} raised {type(error).__name__}{said} ({line})"
 
 
-def not_found(spec: str, path: Path, name: str, info: dict) -> str:
+def not_found(spec: str, path: Path, name: str, info) -> str:
+    """Why the worker found no function to grade. What it says of the file (its names, a
+    type, a module) is the submission's to forge: each piece is shown cut, on one line."""
+    if not isinstance(info, dict):
+        said = quoting.shown_value(info)
+        return f"{spec!r}: the worker answered {said} when asked for the function"
+
+    def said(key: str) -> str:
+        return quoting.one_line(info.get(key), 100)
+
     if "defines" in info:
         if not name:
             return (
                 f"{spec!r}: the file defines no exercise's function ({', '.join(EXERCISE_NAMES)}"
                 f"); name the function: {path.name}:FUNCTION"
             )
-        return (
-            f"{spec!r}: {path} has no function {name!r} (it defines: "
-            f"{', '.join(info['defines']) or 'no functions'})"
-        )
+        names = info["defines"] if isinstance(info["defines"], list) else []
+        listed = ", ".join(quoting.one_line(n, 100) for n in names[:12])
+        return f"{spec!r}: {path} has no function {name!r} (it defines: {listed or 'no functions'})"
     if "not_callable" in info:
-        return f"{spec!r}: {info['name']} is a {info['not_callable']}, not a function"
+        return f"{spec!r}: {said('name')} is a {said('not_callable')}, not a function"
     return (
-        f"{spec!r}: {info['name']} is not defined in {path.name} (it comes from "
-        f"{info['elsewhere']}): write {info['name']} yourself, in the file you hand in"
+        f"{spec!r}: {said('name')} is not defined in {path.name} (it comes from "
+        f"{said('elsewhere')}): write {said('name')} yourself, in the file you hand in"
     )
 
 
 def module_from_file(path: Path, spec: str):
-    path = path.expanduser().resolve()
-    if not path.is_file():
-        raise ValueError(f"{spec!r}: no such file {path}")
+    path = path.expanduser()
+    refused = file_problem(path)
+    if refused:
+        raise LoadError(f"{spec!r}: {refused}")
+    path = path.resolve()
     module_name = f"_specdec_graded_{path.stem}_{abs(hash(str(path)))}"
     loader_spec = importlib.util.spec_from_file_location(module_name, path)
     if loader_spec is None or loader_spec.loader is None:
-        raise ValueError(f"{spec!r}: cannot load {path} as a Python module")
+        raise LoadError(f"{spec!r}: cannot load {path} as a Python module")
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[module_name] = module
     try:
@@ -241,7 +302,7 @@ def module_from_file(path: Path, spec: str):
             line = f"{path.name}, line {error.lineno}: {(error.text or '').strip()}"
         else:
             line = student_line(error, str(path))
-        raise ValueError(
+        raise LoadError(
             f"{spec!r}: importing {path.name} raised {type(error).__name__}: {error} ({line})"
         ) from error
     return module
@@ -255,7 +316,7 @@ def module_from_name(name: str, spec: str):
     try:
         return importlib.import_module(name)
     except Exception as error:
-        raise ValueError(
+        raise LoadError(
             f"{spec!r}: cannot import module {name!r} ({type(error).__name__}: {error}); give "
             f"a module on sys.path or a path/to/file.py"
         ) from error
@@ -270,7 +331,7 @@ def decide_kind(function: Callable, kind: str) -> tuple[str, str]:
     if kind in KINDS:
         return kind, "--kind"
     if kind != "auto":
-        raise ValueError(f"--kind must be auto or one of {', '.join(KINDS)}, got {kind!r}")
+        raise LoadError(f"--kind must be auto or one of {', '.join(KINDS)}, got {kind!r}")
     named = kind_of_name(getattr(function, "__name__", ""))
     if named:
         return named, f"its name, {function.__name__}, is the {named} exercise's"
@@ -286,8 +347,9 @@ def decide_kind(function: Callable, kind: str) -> tuple[str, str]:
     required = [p for p in positional if p.default is p.empty]
     if len(positional) == 4 or len(required) == 4:
         return "verify", "its signature takes four arguments, like verify(p, q, drafts, rng)"
-    raise ValueError(
-        f"cannot tell from its signature ({', '.join(names) or 'unknown'}) whether "
+    listed = quoting.one_line(", ".join(names)) or "unknown"
+    raise LoadError(
+        f"cannot tell from its signature ({listed}) whether "
         f"{getattr(function, '__name__', 'the function')} is a verify, a whole loop or "
         f"another exercise; say which with --kind ({', '.join(KINDS)})"
     )
@@ -422,11 +484,13 @@ def call_each_safely(
 def crash_of(submission: Submission, error: Exception, shown: dict, name: str) -> SubmissionCrash:
     """The submission raised `error` (or its worker ended) on the inputs `shown`."""
     call = describe_call(name or getattr(submission.function, "__name__", "f"), shown)
-    if isinstance(error, WorkerEnded):  # exited, killed by a limit: no frame to show
-        return SubmissionCrash(error, "the process running your code", show_inputs(**shown), call)
+    where = student_line(error, submission.source)
+    if isinstance(error, (WorkerEnded, BadReply)) or where == "no traceback":  # no frame:
+        # it exited, was killed, broke or rewrote the exchange (what it returned was refused)
+        return SubmissionCrash(error, ENDED_WHERE, show_inputs(**shown), call)
     return SubmissionCrash(
         error,
-        student_line(error, submission.source),
+        where,
         show_inputs(**shown),
         call,
         shown_frames(error, submission.source),
@@ -449,9 +513,9 @@ CHUNK = 200
 
 
 def streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
-    """Two independent generators from one seed: the grader's draws, and the submission's."""
-    grader, submission = np.random.SeedSequence(seed).spawn(2)
-    return np.random.default_rng(grader), np.random.default_rng(submission)
+    """Two independent generators, number `seed` of this grading: the grader's draws, from its
+    secret, and the submission's, from entropy drawn apart from it (secret.py)."""
+    return grader_rng(seed), submission_rng(seed)
 
 
 def call_verify(
@@ -514,21 +578,63 @@ def verify_contract(result, shown: dict) -> tuple[int, int]:
     else:
         raise contract_breach(
             f"verify must return (accepted, token) or an object with .accepted and .token; "
-            f"it returned {result!r}",
+            f"it returned {quoting.shown_value(result)}",
             shown,
         )
     try:
-        accepted, token = int(accepted), int(token)
-    except (TypeError, ValueError) as error:
-        message = f"verify returned non-integers ({accepted!r}, {token!r})"
-        raise contract_breach(message, shown) from error
-    if not 0 <= accepted <= k or not 0 <= token < V:
-        raise contract_breach(
-            f"verify returned ({accepted}, {token}); accepted must be in 0..k = 0..{k} and "
-            f"token in 0..V-1 = 0..{V - 1}",
-            shown,
-        )
+        accepted = whole_number(accepted, "accepted", 0, k, "k")
+        token = whole_number(token, "token", 0, V - 1, "V-1")
+    except ValueError as error:
+        returned = f"({quoting.shown_value(accepted, 100)}, {quoting.shown_value(token, 100)})"
+        # what is wrong first: a class's table keeps a failure's first 120 characters
+        raise contract_breach(f"{error} (verify returned {returned})", shown) from None
     return accepted, token
+
+
+def whole_number(
+    value, what: str, low: int | None = None, high: int | None = None, high_is: str = ""
+) -> int:
+    """A value a submission returned where its contract wants an int (in low..high, when
+    given) -> the int; else ValueError saying what it is instead (the caller makes it a
+    breach of the contract, with its own words).
+
+    A NumPy integer, a 0-d array of one and an int-valued float (2.0) are taken as the int; a
+    bool, a string, inf, NaN, a fraction and an int out of range are not (int() would take
+    '3' and 2.7, and raise OverflowError on inf)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
+        value = value.item()
+    span = f"in {low}..{high_is} = {low}..{high}" if high_is else f"in {low}..{high}"
+    if low is None or high is None:
+        span = f">= {low}" if high is None else f"<= {high}"
+    bounds = "an int" if low is None and high is None else f"an int {span}"
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{what} is a bool ({value}), not {bounds}")
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value) or not float(value).is_integer():
+            raise ValueError(f"{what} is {quoting.shown_value(value)}, not {bounds}")
+        value = int(value)
+    if not isinstance(value, (int, np.integer)):
+        name = quoting.type_name(type(value).__name__, "object")
+        raise ValueError(f"{what} is a {name}, not {bounds}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{what} = {quoting.shown_value(value, 60)} is not {span}")
+    return int(value)
+
+
+def whole_numbers(
+    values, what: str, most: int, low: int | None = None, high: int | None = None
+) -> list[int]:
+    """A sequence a submission returned where its contract wants ints -> the list of them;
+    else ValueError: not a list, tuple or 1-d array, more than `most` items (checked before
+    any is read: it may hold millions), or an item whole_number refuses."""
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        values = values.tolist()
+    if not isinstance(values, (list, tuple)):
+        name = quoting.type_name(type(values).__name__, "object")
+        raise ValueError(f"{what} is a {name}, not a list of ints")
+    if len(values) > most:
+        raise ValueError(f"{what} has {len(values):,} items, more than the {most} possible")
+    return [whole_number(v, f"{what}[{i}]", low, high) for i, v in enumerate(values)]
 
 
 def contract_breach(message: str, shown: dict) -> SubmissionCrash:

@@ -31,6 +31,8 @@ class Exercise:
     families: tuple[str, ...]  # the families of checks, in report order
     checks: str  # "module:function": (policy) -> list[Family]
     revise: str = ""  # "module:function": (results by check name) -> verdict lines
+    rule_aware: bool = False  # `checks` also takes require_rule= (the config's): some of its
+    # checks are the contract's rule, scored only where the rule is required
     # what the worker that runs a submitted file may import (specdec/grading/engine/sandbox.py):
     # installed distributions (with what they require; torch when it is installed: a verify
     # or a loop written in torch), and modules of `reference`
@@ -104,6 +106,7 @@ EXERCISES: tuple[Exercise, ...] = (
         ("law", "rule", "randomness", "in-loop"),
         "specdec.grading.exercises.verify.checks:verify_families",
         "specdec.grading.exercises.verify.checks:revise_verify_hints",
+        rule_aware=True,  # the in-loop family's accepted counts
     ),
     Exercise(
         "lookup",
@@ -190,9 +193,13 @@ def load(target: str) -> Callable:
     return getattr(importlib.import_module(module), name)
 
 
-def families_of(kind: str, policy: str = "shrink") -> list:
-    """The families of checks that grade a submission of `kind` (list[Family])."""
-    return load(exercise(kind).checks)(policy)
+def families_of(kind: str, policy: str = "shrink", require_rule: bool = True) -> list:
+    """The families of checks that grade a submission of `kind` (list[Family]); `require_rule`
+    is the config's (is the contract's rule scored?)."""
+    chosen = exercise(kind)
+    if chosen.rule_aware:
+        return load(chosen.checks)(policy, require_rule=require_rule)
+    return load(chosen.checks)(policy)
 
 
 def revise_of(kind: str) -> Callable | None:

@@ -6,8 +6,10 @@ project on the path. sys.path holds the submission's folder, a folder of the lib
 exercise allows (NumPy, torch when installed; the loop's pieces of `reference`) and the
 standard library. Before the submission is imported the worker drops every inherited file but
 its two pipes, asks to die with its parent, run as root moves into a file tree of its own and
-gives up root, and limits itself (memory, CPU time, no new processes or threads, file size,
-open files). Then it answers requests, one at a time:
+gives up root (without CAP_SYS_ADMIN, or run as you: Landlock instead of the file tree), takes
+a seccomp filter, and limits itself (memory, CPU time, no new processes or threads, file size,
+open files); its "ready" message says which of these held (confinement.enter). Then it answers
+requests, one at a time:
 
     load     import the file, find the function, say its name and signature
     call     call a function or a class (its inputs and outputs cross as plain data)
@@ -22,8 +24,8 @@ pickled: the grading process rebuilds what it reads from these bytes and checks 
 whatever the submission returns or rewrites here, the grader reads only numbers and text.
 
 Only the standard library, NumPy and the two files beside it (wire.py: the format;
-confinement.py: the limits and the file tree) are imported here: the grading process copies
-the three into the scratch folder's `worker/`, without the project.
+confinement.py: the limits, the file tree, Landlock and seccomp) are imported here: the
+grading process copies the three into the scratch folder's `worker/`, without the project.
 """
 
 from __future__ import annotations
@@ -286,8 +288,10 @@ class Worker:
     def describe_error(self, error: BaseException) -> dict:
         frames = traceback.extract_tb(error.__traceback__)
         mine = [f for f in frames if self.source and f.filename == self.source]
+        # cut here to spare the pipe; the grading side cuts and checks every field again
+        # (replies.remote_error): this file runs in the submission's interpreter
         data = {
-            "type": type(error).__name__,
+            "type": type(error).__name__[:200],  # still an identifier: cut to 100 there
             "builtin": type(error).__module__ == "builtins",
             "message": short(str_of(error), 2000),
             "frames": [
@@ -373,17 +377,14 @@ def main(argv: list[str]) -> int:
     os.closerange(max(inbox, outbox) + 1, 1 << 16)
     sys.dont_write_bytecode = True
     confinement.preload(settings["preload"])
-    if settings["user"] is not None:
-        if not confinement.confine(settings["path"][1]):  # no namespace here: hold its imports
-            confinement.hold_folders(settings["path"][1])
-        importlib.invalidate_caches()
-    confinement.drop_to(settings["user"])
-    confinement.die_with_parent()  # a change of user clears it: asked again
+    # its file tree (or Landlock), its user, seccomp: what held is said to the grader, which
+    # shows it in the report (sandbox.describe_confinement)
+    held = confinement.enter(settings)
     os.umask(0o077)
     confinement.limit(settings["limits"])
     sys.argv = [settings["file"]]
     worker = Worker(inbox, outbox)
-    worker.send(("ready", os.getuid() if hasattr(os, "getuid") else -1))
+    worker.send(("ready", held["user"], held))
     worker.serve()
     return 0
 

@@ -28,6 +28,7 @@ from functools import cache
 import numpy as np
 
 from specdec.grading.engine.core import Check, Family, Outcome
+from specdec.grading.engine.quoting import one_line, shown_value
 from specdec.grading.engine.submission import Submission, SubmissionCrash, call_safely, show_inputs
 
 COMMAND = "ragged_pass"
@@ -339,8 +340,9 @@ def call_pass(sub: Submission, case: Case) -> Answer:
         crash.call = case.describe()  # call_safely's wording is a verify's
         raise
     if not isinstance(result, (tuple, list)) or len(result) != 3:
+        said = shown_value(result)
         crash = SubmissionCrash(
-            ValueError(f"must return (positions, mask, writes); it returned {result!r}"),
+            ValueError(f"must return (positions, mask, writes); it returned {said}"),
             f"the value your {COMMAND} returned",
             show_inputs(**shown),
         )
@@ -351,9 +353,9 @@ def call_pass(sub: Submission, case: Case) -> Answer:
         try:
             arrays.append(np.asarray(value))
             problems.append("")
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, OverflowError) as error:
             arrays.append(None)
-            problems.append(f"not an array: {error}")
+            problems.append(f"not an array: {one_line(str(error))}")
     return Answer(tuple(arrays), tuple(problems))
 
 
@@ -402,7 +404,7 @@ def read(part: Part, case: Case, answer: Answer) -> tuple[np.ndarray | None, str
         if value.dtype != bool and not np.all(np.isin(value, (0, 1))):
             return None, f"{part.name} must hold True/False (bool), got dtype {value.dtype}"
         return value.astype(bool), ""
-    if value.dtype == bool or not np.issubdtype(value.dtype, np.number):
+    if value.dtype.kind not in "iuf":  # (not bool, object, str, complex)
         return None, f"{part.name} must hold ints (int64), got dtype {value.dtype}"
     if not np.all(np.equal(np.mod(value, 1), 0)):
         return None, f"{part.name} must hold whole numbers, got {value.tolist()}"

@@ -34,6 +34,7 @@ from functools import cache
 import numpy as np
 
 from specdec.grading.engine.core import Check, Family, Outcome
+from specdec.grading.engine.quoting import one_line, shown_value, type_name
 from specdec.grading.engine.submission import Submission, SubmissionCrash, call_safely
 
 NH, HS = 2, 3  # n_head, head_size of every graded cache
@@ -184,7 +185,9 @@ def read_counter(sub: Submission, cache, name: str, history: list[str]) -> int:
             raise Breach(f"your SlotCache has no attribute `{name}`") from None
         raise
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise Breach(f"`cache.{name}` must be an int, got {value!r}")
+        raise Breach(f"`cache.{name}` must be an int, got {shown_value(value)}")
+    if not -(2**63) <= value < 2**63:  # (a report could not print it: str() refuses)
+        raise Breach(f"`cache.{name}` must be a count of rows, got {shown_value(value)}")
     return int(value)
 
 
@@ -193,11 +196,13 @@ def observe(sub: Submission, cache, history: list[str]) -> Seen:
     pending = read_counter(sub, cache, "pending", history)
     view = student_call(sub, method(cache, "committed"), (), "cache.committed()", history)
     if not isinstance(view, (tuple, list)) or len(view) != 2:
-        raise Breach(f"committed() must return a pair (keys, values), got {type(view).__name__}")
+        said = type_name(type(view).__name__, "object")
+        raise Breach(f"committed() must return a pair (keys, values), got a {said}")
     try:
         keys, values = (np.array(a, dtype=np.float64) for a in view)
-    except (TypeError, ValueError) as error:
-        raise Breach(f"committed() must return two arrays of numbers ({error})") from error
+    except (TypeError, ValueError, OverflowError) as error:
+        said = one_line(f"{type(error).__name__}: {error}")
+        raise Breach(f"committed() must return two arrays of numbers ({said})") from None
     return Seen(length, pending, keys, values)
 
 
@@ -317,7 +322,8 @@ def judge(op, refusal, raised, before, model: Model, seen: Seen, rows: Rows):
             )
         if not isinstance(raised, ValueError):
             return f"raised {type(raised).__name__}", (
-                f"{name} must raise ValueError (yours raised {type(raised).__name__}: {raised})"
+                f"{name} must raise ValueError (yours raised {type(raised).__name__}: "
+                f"{one_line(str(raised))})"
             )
     problem = compare(model, seen, rows)
     if not problem:

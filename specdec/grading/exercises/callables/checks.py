@@ -39,8 +39,16 @@ import numpy as np
 
 from specdec.grading.engine.core import Check, Family, Outcome, Runs
 from specdec.grading.engine.laws import ModelRows, compare, draft_length
-from specdec.grading.engine.submission import Submission, SubmissionCrash, call_safely, show_inputs
+from specdec.grading.engine.quoting import one_line, shown_value, type_name
+from specdec.grading.engine.submission import (
+    Submission,
+    SubmissionCrash,
+    call_safely,
+    show_inputs,
+    whole_numbers,
+)
 from specdec.grading.exercises.loop.checks import (
+    LOOP_MOST,
     QUICK_LOOK,
     SAMPLED,
     LoopCase,
@@ -100,6 +108,12 @@ class NextToken:
 
 def as_context(tokens, name: str) -> tuple[int, ...]:
     # a list, tuple, 1-D NumPy array or torch tensor of ids -> a tuple of ints, or a clear error
+    # (what the worker hands over: its length is checked before its items are read)
+    if hasattr(tokens, "__len__") and len(tokens) > N_CTX:
+        raise ValueError(
+            f"{name}(tokens): {len(tokens)} tokens, more than the grader's models read "
+            f"({N_CTX}); the longest context a round needs is prompt + max_new_tokens + k"
+        )
     try:
         context = tuple(operator.index(t) for t in tokens)
     except TypeError as error:
@@ -110,7 +124,9 @@ def as_context(tokens, name: str) -> tuple[int, ...]:
     if not context:
         raise ValueError(f"{name}(tokens): tokens is empty; pass the prompt and what follows it")
     if min(context) < 0 or max(context) >= V:
-        raise ValueError(f"{name}(tokens): ids must be in 0..{V - 1}, got {list(context)}")
+        raise ValueError(
+            f"{name}(tokens): ids must be in 0..{V - 1}, got {shown_value(list(context))}"
+        )
     if len(context) > N_CTX:
         raise ValueError(
             f"{name}(tokens): {len(context)} tokens, more than the grader's models read "
@@ -144,25 +160,27 @@ def run_sample(sub: Submission, case: LoopCase, rng: np.random.Generator):
 
 
 def read_result(result, case: LoopCase, shown: dict) -> tuple[tuple, tuple | None]:
-    # a list of ids, or .tokens (and optionally .accepted_per_round) -> (tokens, accepts)
-    tokens = getattr(result, "tokens", result)
-    accepts = getattr(result, "accepted_per_round", None)
-    try:
-        tokens = tuple(operator.index(t) for t in tokens)
+    # a list of ids, or .tokens (and optionally .accepted_per_round) -> (tokens, accepts):
+    # token ids in 0..V-1, counts whole numbers, each list at most LOOP_MOST long
+    try:  # reading an attribute of an object the worker keeps asks the worker: any raise
+        tokens = getattr(result, "tokens", result)
+        accepts = getattr(result, "accepted_per_round", None)
+        tokens = tuple(whole_numbers(tokens, "tokens", LOOP_MOST, 0, V - 1))
         if accepts is not None:
-            accepts = tuple(operator.index(a) for a in accepts)
-    except TypeError as error:
+            accepts = tuple(whole_numbers(accepts, "accepted_per_round", LOOP_MOST))
+    except Exception as error:
+        said = f"{type_name(type(error).__name__)}: {one_line(str(error))}"
         raise breach(
             f"speculative_sample must return a list of token ids, or an object with .tokens "
             f"(and optionally .accepted_per_round, one int per round); got "
-            f"{type(result).__name__} ({error})",
+            f"{type_name(type(result).__name__, 'object')} ({said})",
             shown,
         ) from None
     if accepts is not None and not (accepts and all(0 <= a <= case.k for a in accepts)):
         emitted = accepts and max(accepts) == case.k + 1
         raise breach(
-            f"accepted_per_round = {list(accepts)}: one count per round, each the number of "
-            f"drafts kept, 0..k = 0..{case.k}",
+            f"accepted_per_round = {shown_value(list(accepts))}: one count per round, each the "
+            f"number of drafts kept, 0..k = 0..{case.k}",
             shown,
             "a count of k + 1: accepted_per_round counts the tokens each round emitted "
             "(accepted + 1); count the drafts kept instead"

@@ -19,6 +19,7 @@ from functools import cache
 
 import numpy as np
 
+from specdec.grading.engine.quoting import shown_value
 from specdec.grading.engine.submission import (
     Submission,
     SubmissionCrash,
@@ -204,19 +205,30 @@ def breach(message: str, call: tuple) -> SubmissionCrash:
 
 def read_answer(result, call: tuple) -> Answer:
     """What the submission returned -> two arrays, or the contract it broke. Lengths, shapes
-    and values are left to the checks (a wrong length is a mistake they can name)."""
+    and values are left to the checks (a wrong length is a mistake they can name), within
+    bounds: at most ANSWER_MOST entries and 2 dimensions each (the stories name each pair)."""
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise breach(f"must return (tokens, feats); it returned {result!r}", call)
+        raise breach(f"must return (tokens, feats); it returned {shown_value(result)}", call)
     arrays = []
     for name, value in zip(("tokens", "feats"), result, strict=True):
+        if isinstance(value, (list, tuple)) and len(value) > ANSWER_MOST:  # before converting
+            raise breach(f"{name} has {len(value):,} rows, one per pair to feed", call)
         try:
             array = np.asarray(value)
-        except (TypeError, ValueError) as error:
-            raise breach(f"{name} is not an array: {value!r}", call) from error
-        if not np.issubdtype(array.dtype, np.number) or np.iscomplexobj(array):
-            raise breach(f"{name} must hold numbers, got {value!r}", call)
+        except (TypeError, ValueError, OverflowError):
+            raise breach(f"{name} is not an array: {shown_value(value)}", call) from None
+        if array.dtype.kind not in "iuf":  # (not bool, object, str, complex)
+            raise breach(f"{name} must hold numbers, got {shown_value(value)}", call)
+        if array.size > ANSWER_MOST or array.ndim > 2:
+            raise breach(
+                f"{name} has shape {list(array.shape)}; tokens is 1-D [r] and feats 2-D [r, C]",
+                call,
+            )
         arrays.append(array)
     return Answer(*arrays)
+
+
+ANSWER_MOST = 4096  # entries of one returned array: the cases' are a few dozen
 
 
 def crash_hint(call: tuple, error: BaseException) -> str:

@@ -30,7 +30,14 @@ import numpy as np
 
 from specdec.grading.engine.core import Check, Family, Outcome
 from specdec.grading.engine.laws import ModelRows, generation_law
-from specdec.grading.engine.submission import Submission, SubmissionCrash, call_safely, show_inputs
+from specdec.grading.engine.quoting import one_line, shown_value
+from specdec.grading.engine.submission import (
+    Submission,
+    SubmissionCrash,
+    call_safely,
+    show_inputs,
+    whole_numbers,
+)
 from specdec.grading.exercises.loop.checks import V as LOOP_V
 from specdec.grading.exercises.loop.checks import tiny_pair
 from specdec.grading.project import Draft, Drafter, SamplingParams, speculative_generate
@@ -222,17 +229,26 @@ def call_lookup(sub: Submission, case: LookupCase) -> Answer:
             crash.call = describe(case)  # its own call, without the verify's `rng`
         raise
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise breach(f"must return (draft_tokens, q_rows); it returned {result!r}", case, shown)
-    tokens, q = np.asarray(result[0]), result[1]
-    if tokens.ndim != 1 or (tokens.size and not np.all(np.equal(np.mod(tokens, 1), 0))):
-        raise breach(f"draft_tokens must be a 1-D array of ints, got {result[0]!r}", case, shown)
+        said = shown_value(result)
+        raise breach(f"must return (draft_tokens, q_rows); it returned {said}", case, shown)
+    try:  # ints a report can print (an int of 5,000 digits cannot be), at most LOOKUP_MOST
+        tokens = whole_numbers(result[0], "draft_tokens", LOOKUP_MOST, -(2**63), 2**63 - 1)
+    except ValueError as error:
+        said = shown_value(result[0])
+        message = f"draft_tokens must be a 1-D array of ints, got {said} ({error})"
+        raise breach(message, case, shown) from None
+    if isinstance(result[1], (list, tuple)) and len(result[1]) > LOOKUP_MOST:
+        message = f"q_rows has {len(result[1]):,} rows, one per proposed token (at most k)"
+        raise breach(message, case, shown)
     try:
-        q = np.asarray(q, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise breach(
-            f"q_rows must be an array of floats, got {result[1]!r}", case, shown
-        ) from error
-    return tuple(int(t) for t in tokens), q
+        q = np.asarray(result[1], dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as error:
+        said = f"{shown_value(result[1])} ({one_line(f'{type(error).__name__}: {error}')})"
+        raise breach(f"q_rows must be an array of floats, got {said}", case, shown) from None
+    return tuple(tokens), q
+
+
+LOOKUP_MOST = 1000  # tokens (and q rows) an answer may hold: far more than any case's k
 
 
 ANSWERS: dict = {}  # the answers of the last submission graded: {case: Answer}, "sub"

@@ -31,6 +31,7 @@ from specdec.grading.engine.laws import (
     loop_joint_law,
     marginal,
 )
+from specdec.grading.engine.quoting import one_line, type_name
 from specdec.grading.engine.sandbox import RemoteFunction
 from specdec.grading.engine.submission import (
     CHUNK,
@@ -39,6 +40,9 @@ from specdec.grading.engine.submission import (
     call_safely,
     call_verify,
     show_inputs,
+    streams,
+    verify_inputs,
+    whole_numbers,
 )
 from specdec.grading.project import (
     GPT,
@@ -139,21 +143,29 @@ def run_loops(
     return [loop_outcome(result, shown) for result in results]
 
 
+LOOP_MOST = 1000  # tokens (and rounds) a loop may return: far more than max_new_tokens
+
+
 def loop_outcome(result, shown: dict) -> tuple[tuple, tuple]:
-    """What a loop returned -> (tokens, accepted per round), or the contract it broke."""
-    try:
-        tokens = tuple(int(t) for t in result.tokens)
-        accepts = tuple(int(a) for a in result.stats.accepted_per_round)
-    except (AttributeError, TypeError, ValueError) as error:
+    """What a loop returned -> (tokens, accepted per round), or the contract it broke: token
+    ids in 0..V-1 and counts in 0..k, each list at most LOOP_MOST long (checked before an
+    item is read: it may hold millions, or inf, or an int of 5,000 digits)."""
+    try:  # reading an attribute of an object the worker keeps asks the worker: any raise
+        tokens = whole_numbers(result.tokens, "tokens", LOOP_MOST, 0, V - 1)
+        accepts = whole_numbers(
+            result.stats.accepted_per_round, "accepted_per_round", LOOP_MOST, 0, shown["k"]
+        )
+    except Exception as error:
+        said = f"{type_name(type(error).__name__)}: {one_line(str(error))}"
         raise SubmissionCrash(
             ValueError(
-                f"the loop must return an object with .tokens and .stats.accepted_per_round "
-                f"({type(error).__name__}: {error})"
+                f"the loop must return an object with .tokens (token ids) and "
+                f".stats.accepted_per_round (drafts kept per round, in 0..k) ({said})"
             ),
             "the value your loop returned",
             show_inputs(**shown),
-        ) from error
-    return tokens, accepts
+        ) from None
+    return tuple(tokens), tuple(accepts)
 
 
 def loop_crash_hint(error: BaseException) -> str:
@@ -471,25 +483,53 @@ def loop_families(policy: str = "shrink", runs: int | None = None) -> list[Famil
 IN_LOOP = LoopCase("t1-k2", (3, 0), 2, 5, 1.0, None, None, 3_000, 111)
 
 
-def verify_in_loop_family() -> Family:
-    """The submitted verify inside the reference loop (float32 rows of a real model)."""
+def accepted_moments(p_target, q_draft, drafts: tuple[int, ...]) -> tuple[float, float]:
+    """The mean and variance of one call's accepted count under the contract, on the rows as
+    the verify is handed them: P(accepted >= i) = prod_{j<i} min(1, p_j(x_j)/q_j(x_j)),
+    E = sum_i P(>= i), E[accepted^2] = sum_i (2i - 1) P(>= i)."""
+    rows = verify_inputs(p_target, q_draft, drafts)
+    P, Q = rows["p_target"], rows["q_draft"]
+    reach, mean, square = 1.0, 0.0, 0.0
+    for i, x in enumerate(drafts, 1):
+        reach *= min(1.0, P[i - 1, x] / Q[i - 1, x])
+        mean += reach
+        square += (2 * i - 1) * reach
+    return mean, square - mean**2
+
+
+def verify_in_loop_family(require_rule: bool = True) -> Family:
+    """The submitted verify inside the reference loop (float32 rows of a real model): the law
+    of the tokens and, where the contract's rule is required, the drafts it keeps, call by
+    call, against what min(1, p/q) keeps on the very rows it was handed. The loop's draws
+    come from the grading's secret; the verify's generator is a stream of its own."""
 
     def outcomes(sub: Submission):
+        # -> (tokens, drafts kept, expected under the contract, its variance, verify calls)
+        calls: list[tuple[int, float, float]] = []  # this run's calls: (kept, mean, variance)
+        loop_rng, verify_rng = streams(IN_LOOP.seed)
+
         def verify_fn(p_target, q_draft, draft_tokens, rng):
             drafts = tuple(int(t) for t in draft_tokens)
-            return Verification(*call_verify(sub, p_target, q_draft, drafts, rng))
+            accepted, token = call_verify(sub, p_target, q_draft, drafts, verify_rng)
+            calls.append((accepted, *accepted_moments(p_target, q_draft, drafts)))
+            return Verification(accepted, token)
 
         loop = Submission("reference loop", speculative_generate, "loop", "", None)
-        yield from case_runs(IN_LOOP, verify_fn)(loop)
+        drafter = ModelDrafter(tiny_pair()[1])
+        while True:
+            ((tokens, _),) = run_loops(loop, IN_LOOP, loop_rng, drafter, verify_fn, 1)
+            kept, mean, var = (math.fsum(c[j] for c in calls) for j in range(3))
+            yield tokens, int(kept), mean, var, len(calls)
+            calls.clear()
 
     runs = Runs(outcomes, IN_LOOP.n)
 
-    def run(sub: Submission, threshold: float, look: int) -> Outcome:
+    def tokens_run(sub: Submission, threshold: float, look: int) -> Outcome:
         counts = runs.counts(sub, look)
         n = counts.total()
         observed = Counter()
-        for (tokens, _), c in counts.items():
-            observed[tokens] += c
+        for o, c in counts.items():
+            observed[o[0]] += c
         law = case_laws(IN_LOOP, "shrink")["tokens"]
         cmp = compare(observed, law)
         ok = cmp.p_value >= threshold
@@ -507,5 +547,61 @@ def verify_in_loop_family() -> Family:
         )
         return Outcome(False, summary, story, hint, cmp.p_value, n)
 
-    check = Check("in-loop/t1-k2:tokens", "your verify inside the reference loop", True, run)
-    return Family("in-loop", "your verify inside the reference loop", [check], requires=("law",))
+    def accepted_run(sub: Submission, threshold: float, look: int) -> Outcome:
+        # the standardized sum over every call: (kept - E) / sqrt(sum of variances), normal
+        # by the central limit theorem (thousands of independent, bounded calls)
+        from scipy import stats
+
+        counts = runs.counts(sub, look)
+        n = counts.total()
+        kept = sum(o[1] * c for o, c in counts.items())
+        mean = math.fsum(o[2] * c for o, c in counts.items())
+        var = math.fsum(o[3] * c for o, c in counts.items())
+        n_calls = sum(o[4] * c for o, c in counts.items())
+        z = (kept - mean) / math.sqrt(var) if var > 0 else (0.0 if kept == mean else math.inf)
+        p = float(2 * stats.norm.sf(abs(z)))
+        summary = (
+            f"{kept} drafts kept in {n_calls} calls, the contract's rule {mean:.0f} on the same "
+            f"rows (z = {z:.2g}), p = {p:.2g}"
+        )
+        if p >= threshold:
+            return Outcome(True, summary, p_value=p, n=n, measure=kept / max(mean, 1e-9))
+        story = [
+            f"{n} runs of the reference loop with your verify, T = 1, k = 2, 5 tokens: "
+            f"{n_calls} calls of your verify",
+            f"drafts kept: {kept}; min(1, p/q) on the rows each call was handed keeps "
+            f"{mean:.1f} on average (sd {math.sqrt(var):.1f})",
+        ]
+        if kept == 0:
+            hint = (
+                "inside the loop your verify never keeps a draft, where the contract's rule "
+                f"keeps {mean / n_calls:.2f} a call: keep draft i when a fresh uniform from rng "
+                "is below min(1, p_i(x_i)/q_i(x_i))"
+            )
+        elif kept < mean:
+            hint = (
+                f"inside the loop your verify keeps fewer drafts ({kept / mean:.0%} of what "
+                f"min(1, p/q) keeps on the same rows): an exact rule that keeps less (keep x "
+                f"with p(x), resample p without x) is not the contract's, which keeps the most"
+            )
+        else:
+            hint = (
+                f"inside the loop your verify keeps more drafts than min(1, p/q) allows "
+                f"({kept / mean:.0%} of what it keeps on the same rows): read p and q at the "
+                f"draft's token, in row i for draft i, with a fresh uniform for each"
+            )
+        return Outcome(False, summary, story, hint, p, n, measure=kept / max(mean, 1e-9))
+
+    checks = [
+        Check("in-loop/t1-k2:tokens", "your verify inside the reference loop", True, tokens_run)
+    ]
+    if require_rule:
+        checks.append(
+            Check(
+                "in-loop/t1-k2:accepted",
+                "inside the loop: the drafts kept, against min(1, p/q) on the same rows",
+                True,
+                accepted_run,
+            )
+        )
+    return Family("in-loop", "your verify inside the reference loop", checks, requires=("law",))

@@ -26,6 +26,7 @@ from functools import cache
 import numpy as np
 
 from specdec.grading.engine.core import Check, Family, Outcome
+from specdec.grading.engine.quoting import one_line, shown_value
 from specdec.grading.engine.submission import Submission, SubmissionCrash, call_safely, show_inputs
 from specdec.grading.project import SamplingParams, probabilities
 
@@ -172,10 +173,13 @@ def call_student(sub: Submission, case: Case) -> np.ndarray:
         crash.call = case.describe()  # call_safely's wording is a verify's
         crash.hint = crash.hint or crash_hint(crash.error, case)
         raise
+    if isinstance(row, (list, tuple)) and len(row) != len(z):  # before it is converted
+        raise Breach(f"it returned {len(row):,} numbers; the contract is [V] = [{len(z)}]")
     try:
         row = np.asarray(row, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise Breach(f"it returned {row!r}, not an array of numbers ({error})") from error
+    except (TypeError, ValueError, OverflowError) as error:
+        said = one_line(f"{type(error).__name__}: {error}")
+        raise Breach(f"it returned {shown_value(row)}, not an array of numbers ({said})") from None
     if row.shape != z.shape:
         raise Breach(f"it returned shape {list(row.shape)}; the contract is [V] = [{len(z)}]")
     return row

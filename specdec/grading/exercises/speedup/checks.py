@@ -28,7 +28,14 @@ from functools import cache
 import numpy as np
 
 from specdec.grading.engine.core import Check, Family, Outcome
-from specdec.grading.engine.submission import Submission, SubmissionCrash, call_safely, show_inputs
+from specdec.grading.engine.quoting import one_line, shown_value
+from specdec.grading.engine.submission import (
+    Submission,
+    SubmissionCrash,
+    call_safely,
+    show_inputs,
+    whole_number,
+)
 from specdec.grading.project import expected_tokens_per_round, predicted_speedup
 
 RTOL, ATOL = 1e-9, 1e-12
@@ -89,23 +96,33 @@ def call_student(sub: Submission, case: Case) -> Plan:
         crash.hint = crash.hint or crash_hint(crash.error, case)
         raise
     if not isinstance(result, (tuple, list)) or len(result) != 3:
-        raise Breach(f"it returned {result!r}, not a tuple (best_k, expected_tokens, speedups)")
+        said = shown_value(result)
+        raise Breach(f"it returned {said}, not a tuple (best_k, expected_tokens, speedups)")
     best, tokens, speedups = result
     n = case.k_max + 1
-    try:
-        tokens, speedups = (np.asarray(a, dtype=np.float64) for a in (tokens, speedups))
-        whole = float(best) == int(best)
-    except (TypeError, ValueError, OverflowError) as error:
-        raise Breach(f"its answer holds something other than numbers ({error})") from error
-    if isinstance(best, bool) or not whole:
-        raise Breach(f"best_k must be an int (the k, not its speedup), got {best!r}")
-    for name, array in (("expected_tokens", tokens), ("speedups", speedups)):
+    arrays = []
+    for name, values in (("expected_tokens", tokens), ("speedups", speedups)):
+        if isinstance(values, (list, tuple)) and len(values) != n:  # before it is converted
+            raise Breach(f"{name} has {len(values):,} entries; the contract is [k_max + 1] = [{n}]")
+        try:
+            array = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError) as error:
+            said = one_line(f"{type(error).__name__}: {error}")
+            raise Breach(f"{name} holds something other than numbers ({said})") from None
         if array.shape != (n,):
             raise Breach(
                 f"{name} has shape {list(array.shape)}; the contract is [k_max + 1] = [{n}] "
                 f"(one entry per k = 0 .. k_max)"
             )
-    return Plan(int(best), tokens, speedups)
+        arrays.append(array)
+    try:  # an int anywhere near 0..k_max (out of it: a wrong plan, with its hint)
+        best = whole_number(best, "best_k", -LARGEST_K, LARGEST_K)
+    except ValueError as error:
+        raise Breach(f"best_k must be an int (the k, not its speedup): {error}") from None
+    return Plan(best, *arrays)
+
+
+LARGEST_K = 10**6  # a best_k beyond this is refused as not a k (not shown in full either)
 
 
 def crash_hint(error: BaseException, case: Case) -> str:

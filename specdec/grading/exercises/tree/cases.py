@@ -161,8 +161,9 @@ def case_outcomes(case: TreeCase):
     """-> outcomes(submission): an endless stream of (completed tokens, path length)."""
 
     def outcomes(sub: Submission):
-        # the grader's draws (trees, completions) and the submission's come from two streams
-        # of one seed, so that a chunk's calls can be made in one request (CHUNK divides looks)
+        # the grader's draws (trees, completions) come from this grading's secret, the
+        # submission's generator from a stream of its own; a chunk's calls are made in one
+        # request (CHUNK divides looks)
         grader, rng = streams(case.seed)
         while True:
             calls = [draw_tree(case, grader)[::-1] for _ in range(CHUNK)]  # (P, tree)
@@ -175,9 +176,9 @@ def case_outcomes(case: TreeCase):
     return outcomes
 
 
-@cache
 def runs_of(case: TreeCase) -> Runs:
-    # one stream per case, shared by the law check and the rule check that read it
+    # one stream per case and grading's families, shared by the law check and the rule check
+    # that read it
     return Runs(case_outcomes(case), case.n)
 
 

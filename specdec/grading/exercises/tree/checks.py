@@ -9,7 +9,9 @@ refused, or at a leaf, emit one sample of the current p.
 Two families, each scored on its own (engine/core.py):
 
 * tree-law: do the emitted tokens (the accepted path's tokens, then the token) follow the
-  target's law? True of every exact rule, so nothing here names the contract's decisions:
+  target's law? True of every exact rule, so nothing here names the contract's decisions,
+  except the gate: a walk that never keeps a child is exact too, and fails here only at
+  tree/keeps-children (fresh trees where keeping the first child is free, fresh.py):
   1. exact cases: one-hot target rows (greedy), where the emitted tokens must be a prefix of
      the target's own greedy text, and soft rows with zeros, where every emitted token must
      have target probability > 0 after the ones before it;
@@ -20,9 +22,14 @@ Two families, each scored on its own (engine/core.py):
      enumeration, and knows nothing of acceptance or residuals).
 * tree-rule: is the rule the contract's? The greedy walk (one-hot rows: the contract's
   (path, token) is certain), then the first level's acceptance on the sampled cases, against
-  the rate the contract's rule reaches, enumerated over every tree the drafter can build. An
-  exact rule that keeps fewer candidates (keep x with p(x) and resample p without x; try the
-  first child only) passes the law and fails here, and is reported as exact.
+  the rate the contract's rule reaches, enumerated over every tree the drafter can build
+  (the shown examples); then fresh trees and rows drawn for this grading alone (fresh.py),
+  the law of the path and of (path, token) against the contract's walk on each. An exact
+  rule that keeps fewer candidates (keep x with p(x) and resample p without x; try the first
+  child only) passes the law and fails here, and is reported as exact.
+
+The trees of the sampled cases and every fresh input come from the grading's secret
+(engine/secret.py); the shown examples' tables and exact trees are fixed.
 
 A failure is explained on its case, and the hint is read from the evidence: the submission's
 outcomes are held against the law of each usual mistake (`Rule` in walk.py, the rule
@@ -38,7 +45,7 @@ from functools import cache
 
 import numpy as np
 
-from specdec.grading.engine.core import Check, Family, Outcome
+from specdec.grading.engine.core import Check, Family, Outcome, Runs
 from specdec.grading.engine.laws import Context, Law, binomial_p, compare
 from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises.tree.cases import (
@@ -50,6 +57,11 @@ from specdec.grading.exercises.tree.cases import (
     rule_laws,
     runs_of,
     target_law,
+)
+from specdec.grading.exercises.tree.fresh import (
+    NEVER_KEEPS_HINT,
+    fresh_rule_checks,
+    keeps_children_check,
 )
 from specdec.grading.exercises.tree.walk import (
     CONTRACT,
@@ -276,9 +288,9 @@ def greedy_walk_check() -> Check:
 # --------------------------------------------------------------------------------------------
 
 
-def law_check(case: TreeCase) -> Check:
+def law_check(case: TreeCase, runs: Runs) -> Check:
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
-        counts = runs_of(case).counts(sub, look)
+        counts = runs.counts(sub, look)
         n = counts.total()
         tokens = Counter()
         for (seq, _), c in counts.items():
@@ -336,9 +348,9 @@ def max_gap(a: Law, b: Law) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-def acceptance_check(case: TreeCase) -> Check:
+def acceptance_check(case: TreeCase, runs: Runs) -> Check:
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
-        counts = runs_of(case).counts(sub, look)
+        counts = runs.counts(sub, look)
         n = counts.total()
         kept = sum(c for (_, length), c in counts.items() if length > 0)
         want = rule_laws(case, CONTRACT)[1]
@@ -404,8 +416,12 @@ def rule_hint(case: TreeCase, rate: float, want: float, exact: bool, n: int) -> 
 
 def tree_families(policy: str = "shrink") -> list[Family]:
     # `policy` is a loop's round policy: a single tree verification has none
-    law = [exact_check(name) for name in exact_cases()] + [law_check(c) for c in TREE_CASES]
-    rule = [greedy_walk_check()] + [acceptance_check(c) for c in (SAMPLED_CASE, WITHOUT_CASE)]
+    runs = {case: runs_of(case) for case in TREE_CASES}  # each case's runs, for both families
+    law = [exact_check(name) for name in exact_cases()] + [keeps_children_check()]
+    law += [law_check(c, runs[c]) for c in TREE_CASES]
+    rule = [greedy_walk_check()]
+    rule += [acceptance_check(c, runs[c]) for c in (SAMPLED_CASE, WITHOUT_CASE)]
+    rule += fresh_rule_checks()
     return [
         Family("tree-law", "the emitted tokens follow the target's law", law),
         Family(
@@ -421,6 +437,15 @@ def revise_tree_hints(results: dict) -> dict[str, str]:
     candidates is told so (the tree-law family passed, the tree-rule family did not)."""
     law = [r for r in results.values() if r.family == "tree-law"]
     rule = [r for r in results.values() if r.family == "tree-rule"]
+    failed = [r for r in results.values() if r.status == "fail" and r.outcome is not None]
+    if any(r.outcome.pattern == "never-keeps" for r in failed):  # the gate, or a fresh tree
+        for r in failed:
+            if r.family == "tree-rule" and r.check.name == "tree-rule/greedy-walk":
+                r.outcome.hint = NEVER_KEEPS_HINT  # (its one-hot rows: keeping is certain)
+        return {
+            "tree-law": "your walk never keeps a child, even where keeping is free: an exact "
+            "answer, but no verification (see below)"
+        }
     if not law or not rule or any(r.status != "pass" for r in law):
         return {}
     want = rule_laws(SAMPLED_CASE, CONTRACT)[1]

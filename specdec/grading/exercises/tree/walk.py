@@ -13,11 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from specdec.grading.engine.laws import Context, Law, leftover
+from specdec.grading.engine.quoting import shown_value
 from specdec.grading.engine.submission import (
     Submission,
     SubmissionCrash,
     call_each_safely,
     show_inputs,
+    whole_number,
+    whole_numbers,
 )
 from specdec.grading.project import Tree
 
@@ -239,13 +242,16 @@ def tree_contract(result, P: np.ndarray, tree) -> tuple[tuple, int]:
     elif isinstance(result, (tuple, list)) and len(result) == 2:
         path, token = result
     else:
-        message = f"must return (path, token) or an object with .path and .token; got {result!r}"
+        message = "must return (path, token) or an object with .path and .token; got "
+        message += shown_value(result)
         raise breach(message, P, tree)
-    try:
-        path, token = tuple(int(i) for i in path), int(token)
-    except (TypeError, ValueError) as error:
-        message = f"path must be node ids and token an int; got ({path!r}, {token!r})"
-        raise breach(message, P, tree) from error
+    try:  # a path is at most as long as the tree is deep: its node count bounds it
+        path = tuple(whole_numbers(path, "path", tree.n_nodes))
+        token = whole_number(token, "token")
+    except ValueError as error:
+        got = f"({shown_value(path)}, {shown_value(token)})"
+        message = f"path must be node ids and token an int; got {got}: {error}"
+        raise breach(message, P, tree) from None
     parent = 0
     for node in path:
         if not 0 < node < tree.n_nodes or int(tree.parents[node]) != parent:

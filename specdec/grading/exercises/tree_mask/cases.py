@@ -9,6 +9,7 @@ from functools import cache
 
 import numpy as np
 
+from specdec.grading.engine.quoting import shown_value
 from specdec.grading.engine.submission import (
     Submission,
     SubmissionCrash,
@@ -170,19 +171,32 @@ def breach(message: str, case: Case) -> SubmissionCrash:
 
 def read_answer(result, case: Case) -> Answer:
     """What the submission returned -> four arrays, or the contract it broke. Shapes and
-    values are left to the checks (a wrong shape is a mistake they can name)."""
+    values are left to the checks (a wrong shape is a mistake they can name), within
+    bounds: at most ANSWER_MOST entries and 2 dimensions each (the stories print them)."""
     if not isinstance(result, (tuple, list)) or len(result) != 4:
-        raise breach(f"must return (mask, positions, kept, moved_to); it returned {result!r}", case)
+        said = shown_value(result)
+        raise breach(f"must return (mask, positions, kept, moved_to); it returned {said}", case)
     arrays = []
     for name, value in zip(("mask", "positions", "kept", "moved_to"), result, strict=True):
+        if isinstance(value, (list, tuple)) and len(value) > ANSWER_MOST:  # before converting
+            raise breach(f"{name} has {len(value):,} entries; the contract's has {case.n}", case)
         try:
             array = np.asarray(value)
-        except (TypeError, ValueError) as error:
-            raise breach(f"{name} is not an array: {value!r}", case) from error
-        if array.dtype != bool and not np.issubdtype(array.dtype, np.number):
-            raise breach(f"{name} must hold numbers (or booleans), got {value!r}", case)
+        except (TypeError, ValueError, OverflowError):
+            raise breach(f"{name} is not an array: {shown_value(value)}", case) from None
+        if array.dtype.kind not in "biuf":  # (not object, str, complex)
+            raise breach(f"{name} must hold numbers (or booleans), got {shown_value(value)}", case)
+        if array.size > ANSWER_MOST or array.ndim > 2:
+            raise breach(
+                f"{name} has shape {list(array.shape)}; the contract's arrays are 1-D ([n] "
+                f"or [m]) and the mask 2-D ([n, length + n])",
+                case,
+            )
         arrays.append(array)
     return Answer(*arrays)
+
+
+ANSWER_MOST = 4096  # entries of one returned array: the largest case's mask is far smaller
 
 
 def crash_hint(case: Case) -> str:

@@ -3,13 +3,23 @@
 In four families, each scored on its own (engine/core.py):
 
 * law: does the output follow the target's law? Drafts drawn from q (or q one-hot), the
-  emitted tokens held against the target's own law: true of *every* exact rule.
+  emitted tokens held against the target's own law: true of *every* exact rule that keeps
+  drafts; one that never keeps any (always (0, a sample of p_target[0])) is exact too, and
+  fails here only at the gate, verify/keeps-drafts (fresh rows where keeping is free).
 * rule: is the rule the contract's, min(1, p/q) with the residual norm(max(0, p - q)), whose
-  acceptance is the optimum sum(min(p, q))? Fixed drafts and the acceptance rate: an exact
-  rule that keeps fewer drafts (accept with p(x), resample from p without x) fails only here,
-  and is reported as exact but slower, with its acceptance against the optimum.
-* randomness: two runs with one seed agree, and repeated calls draw fresh numbers.
-* in-loop: the verify inside the reference loop (runs once the law family passed).
+  acceptance is the optimum sum(min(p, q))? Fixed drafts and the acceptance rate (the shown
+  examples), then fresh rows and drafts drawn for this grading alone (fresh.py: what a table
+  of the shown examples' answers cannot pass). An exact rule that keeps fewer drafts (accept
+  with p(x), resample from p without x) fails only here, and is reported as exact but slower,
+  with its acceptance against the optimum.
+* randomness: two runs with one seed agree, and repeated calls draw fresh numbers (runs once
+  the law family passed: random garbage is not credited for being random).
+* in-loop: the verify inside the reference loop (runs once the law family passed): the
+  tokens' law and, where the contract's rule is required, the accepted counts.
+
+The shown examples' inputs are fixed and printed with the expected outcome when they fail;
+every family's credit also needs its fresh checks (the gate, the rule's fresh cases, the
+in-loop runs), whose inputs come from the grading's secret (engine/secret.py).
 
 The checks, cheapest and most telling first:
 
@@ -20,14 +30,16 @@ The checks, cheapest and most telling first:
    which decision or which row is off;
 4. drafts drawn from context-dependent tables (zeros, one-hot rows, p = q rows), from a
    point-mass drafter, and against a greedy target: the emitted tokens, completed by the
-   target's own samples to k + 1 tokens, must follow the target's own law of k + 1 tokens.
+   target's own samples to k + 1 tokens, must follow the target's own law of k + 1 tokens;
+5. fresh cases (fresh.py): the gate (some draft kept where keeping is free) and random rows
+   and drafts, whose laws of the accepted count and of (accepted, token) are the contract's.
 
 Then, in a family of its own, the submission runs inside the reference loop on a tiny GPT pair.
 
-The checks live in exact.py (1 and the zero-draft case), joint.py (2, 3) and tables.py (4),
-beside this file; the in-loop family is the loop exercise's (loop/checks.py, its tiny pair).
-This file holds the randomness family, the families themselves and the hints read from the
-whole pattern.
+The checks live in exact.py (1 and the zero-draft case), joint.py (2, 3), tables.py (4) and
+fresh.py (5), beside this file; the in-loop family is the loop exercise's (loop/checks.py, its
+tiny pair). This file holds the randomness family, the families themselves and the hints read
+from the whole pattern.
 """
 
 from __future__ import annotations
@@ -40,6 +52,12 @@ from specdec.grading.engine.core import Check, Family, Outcome
 from specdec.grading.engine.submission import Submission, call_verify_many
 from specdec.grading.exercises.loop.checks import verify_in_loop_family
 from specdec.grading.exercises.verify.exact import exact_checks, zero_drafts_check
+from specdec.grading.exercises.verify.fresh import (
+    ALWAYS_KEEPS_HINT,
+    NEVER_KEEPS_HINT,
+    fresh_checks,
+    keeps_drafts_check,
+)
 from specdec.grading.exercises.verify.joint import ab_checks, fixed_check
 from specdec.grading.exercises.verify.tables import table_checks
 
@@ -134,19 +152,25 @@ LAW_CHECKS = (
     "verify/tables-k3",
     "verify/point-mass-k3",
     "verify/greedy-target-k2",
+    "verify/keeps-drafts",  # last: only a rule that never keeps fails it, and the exact cases
+    # before it (p = q = 1 one-hot rows) tell such a rule as much, on inputs it is shown
 )
-RULE_CHECKS = (
+RULE_CHECKS = (  # the shown examples first (their hints are the most telling), then fresh
     "verify/ab-acceptance",
     "verify/impossible-draft",
     "verify/p-equals-q",
     "verify/fixed-k3",
+    "verify/fresh-accepted",
+    "verify/fresh-joint",
 )
 OPTIMAL_ACCEPTANCE = 0.8  # the A/B example: sum(min(p, q)) = min(0.6, 0.8) + min(0.4, 0.2)
 
 
-def verify_families(policy: str = "shrink") -> list[Family]:
+def verify_families(policy: str = "shrink", require_rule: bool = True) -> list[Family]:
+    """`policy` is a loop's (a verify has none); `require_rule` (the config's): the in-loop
+    family checks the accepted counts against the contract's only where its rule is scored."""
     checks = exact_checks() + ab_checks() + [fixed_check()] + table_checks()
-    checks.append(zero_drafts_check())
+    checks += [zero_drafts_check(), keeps_drafts_check(), *fresh_checks()]
     by_name = {c.name: c for c in checks}
     return [
         Family(
@@ -159,8 +183,13 @@ def verify_families(policy: str = "shrink") -> list[Family]:
             "the rule is the contract's: min(1, p/q), with the optimal acceptance",
             [by_name[n] for n in RULE_CHECKS],
         ),
-        Family("randomness", "your verify takes fresh randomness from rng", randomness_checks()),
-        verify_in_loop_family(),
+        Family(
+            "randomness",
+            "your verify takes fresh randomness from rng",
+            randomness_checks(),
+            requires=("law",),
+        ),
+        verify_in_loop_family(require_rule),
     ]
 
 
@@ -173,7 +202,19 @@ def revise_verify_hints(results: dict) -> dict[str, str]:
         return "absent" if r is None else r.status
 
     failed = [r for r in results.values() if r.status == "fail" and r.outcome is not None]
-    constant = status("rng/fresh-draws") == "fail"
+    # every draft kept, on the A/B example or on the fresh cases: a rule that always keeps
+    # fails greedy-mismatch (its draft 2 has p(x) = 0); a uniform that is the same number on
+    # every call (below min(1, p/q) there) passes it
+    keeps_all = any(r.outcome.pattern == "keeps-all" for r in failed)
+    never = any(r.outcome.pattern == "never-keeps" for r in failed)
+    always = keeps_all and status("verify/greedy-mismatch") == "fail"
+    alike = keeps_all and status("verify/greedy-mismatch") == "pass"
+    constant = status("rng/fresh-draws") == "fail" or alike
+    why_constant = (
+        "rng/fresh-draws failed"
+        if status("rng/fresh-draws") == "fail"
+        else "every draft was kept, yet a draft with p(x) = 0 was refused"
+    )
     ratio_cleared = status("verify/greedy-mismatch") == status("verify/impossible-draft") == "pass"
     # what the exact cases where an upside-down ratio shows say, when they name another mistake
     exact_name, exact_says = next(
@@ -197,10 +238,15 @@ def revise_verify_hints(results: dict) -> dict[str, str]:
     )
     for r in failed:
         o = r.outcome
-        if r.check.name.startswith("rng/"):
+        if r.check.name.startswith("rng/") or o.pattern == "never-keeps":
             continue
-        if constant and r.check.sampled:
-            o.hint = "every call decides alike (rng/fresh-draws failed): " + CONSTANT_HINT
+        if never and r.check.name in ("verify/greedy-match", "verify/p-equals-q"):
+            o.hint = NEVER_KEEPS_HINT  # (p = q there: keeping is certain)
+            continue
+        if always and ("upside down" in o.hint or o.pattern == "keeps-all"):
+            o.hint = ALWAYS_KEEPS_HINT
+        elif constant and r.check.sampled:
+            o.hint = f"every call decides alike ({why_constant}): " + CONSTANT_HINT
         elif "upside down" in o.hint and exact_says:
             o.hint = f"{exact_says} (the same mistake as {exact_name})"
         elif "upside down" in o.hint and ratio_cleared:
@@ -213,6 +259,18 @@ def revise_verify_hints(results: dict) -> dict[str, str]:
         elif o.generic and diagnosis and r.check.name != "verify/fixed-k3":
             o.hint = f"{diagnosis} (read on the fixed rows of verify/fixed-k3)"
     verdicts: dict[str, str] = {}
+    if never and any(r.family == "law" and r.outcome.hint == NEVER_KEEPS_HINT for r in failed):
+        verdicts["law"] = (
+            "your verify never keeps a draft, even where keeping is free: an exact answer, but "
+            "no verification (see below)"
+        )
+    in_loop = results.get("in-loop/t1-k2:accepted")
+    if in_loop is not None and in_loop.status == "fail" and in_loop.outcome is not None:
+        share = in_loop.outcome.measure or 0.0
+        verdicts["in-loop"] = (
+            f"inside the reference loop your verify keeps {share:.0%} of the drafts that "
+            f"min(1, p/q) keeps on the same rows: not the contract's rule (see below)"
+        )
     law_names = [n for n in LAW_CHECKS if n in results]
     law_ok = bool(law_names) and all(status(n) == "pass" for n in law_names)
     acceptance = results.get("verify/ab-acceptance")

@@ -39,14 +39,28 @@ AB_N = 20_000
 
 
 def ab_outcomes(sub: Submission):
-    # -> an endless stream of (draft, accepted, token): drafts drawn from q by the grader.
-    # The grader's draws and the verify's come from two streams of one seed, so that the
+    # -> an endless stream of (draft, accepted, token): drafts drawn from q by the grader,
+    # from this grading's secret; the verify's generator is a stream of its own, so that the
     # calls of a chunk can be made in one request (submission.CHUNK divides both looks)
     drafting, rng = streams(1)
     while True:
         xs = [draw(AB_Q[0], drafting) for _ in range(CHUNK)]
         answers = call_verify_each(sub, [(AB_P, AB_Q, (x,)) for x in xs], rng)
         yield from ((x, a, t) for x, (a, t) in zip(xs, answers, strict=True))
+
+
+def ab_pattern(counts: Counter) -> str:
+    """'never-keeps' (no draft kept, not even B, which min(1, 0.4/0.2) = 1 keeps for sure),
+    'keeps-all' (every A and every B kept: a rule that always keeps, or a uniform that is the
+    same number below 0.75 on every call), or ''."""
+    if not counts.total():
+        return ""
+    kept = {x: set() for x in (0, 1)}
+    for x, a, _ in counts:
+        kept[x].add(a)
+    if kept[0] | kept[1] == {0}:
+        return "never-keeps"
+    return "keeps-all" if kept[0] == {1} and kept[1] == {1} else ""
 
 
 def ab_story(counts: Counter) -> tuple[list[str], str]:
@@ -70,7 +84,21 @@ def ab_story(counts: Counter) -> tuple[list[str], str]:
         + (", ".join(f"{'AB'[t]} x{c}" for t, c in sorted(after_reject.items())) or "none"),
     ]
     sd = np.sqrt(0.75 * 0.25 / max(drafted_a, 1))
-    if abs(rate_a - 0.75) > 5 * sd and abs(rate_a - 1.0) < 0.01:
+    if ab_pattern(counts) == "never-keeps":
+        hint = (
+            "your verify never keeps a draft, not even B, where p(B) = 0.4 > q(B) = 0.2 makes "
+            "keeping certain (min(1, 0.4/0.2) = 1). Always returning (0, a sample of "
+            "p_target[0]) follows the target's law, but it is no verification: keep draft i "
+            "when a fresh uniform from rng is below min(1, p_i(x_i)/q_i(x_i))"
+        )
+    elif ab_pattern(counts) == "keeps-all":
+        hint = (
+            "every draft is kept, A as well as B, although min(1, p(A)/q(A)) = 0.75: either "
+            "your verify keeps every draft, or its uniform is the same number (below 0.75) on "
+            "every call. Keep draft i when a fresh uniform from rng is below "
+            "min(1, p_i(x_i)/q_i(x_i))"
+        )
+    elif abs(rate_a - 0.75) > 5 * sd and abs(rate_a - 1.0) < 0.01:
         hint = (
             "draft A is always kept: that is min(1, q/p) = min(1, 0.8/0.6) = 1, the ratio upside "
             "down. Accept with min(1, p(x)/q(x)), p = target, q = draft."
@@ -110,7 +138,8 @@ def ab_checks() -> list[Check]:
         ok = cmp.p_value >= threshold
         summary = f"first token A {first[0] / n:.3f} (expected 0.600), p = {cmp.p_value:.2g}"
         story, hint = ([], "") if ok else ab_story(counts)
-        return Outcome(ok, summary, story, hint, cmp.p_value, n)
+        pattern = "" if ok else ab_pattern(counts)
+        return Outcome(ok, summary, story, hint, cmp.p_value, n, pattern=pattern)
 
     def acceptance(sub: Submission, threshold: float, look: int) -> Outcome:
         counts = runs.counts(sub, look)
@@ -120,7 +149,8 @@ def ab_checks() -> list[Check]:
         ok = p >= threshold
         summary = f"acceptance rate {kept / n:.3f} (expected 0.800), p = {p:.2g}"
         story, hint = ([], "") if ok else ab_story(counts)
-        return Outcome(ok, summary, story, hint, p, n, measure=kept / n)
+        pattern = "" if ok else ab_pattern(counts)
+        return Outcome(ok, summary, story, hint, p, n, measure=kept / n, pattern=pattern)
 
     return [
         Check(
