@@ -409,7 +409,7 @@ def compiled_draw_skips_tail(z, temperature, rng, out, floor: float = TAIL_FLOOR
     nothing below 1e-3), and so did the loop laws (their drafters never use the compiled
     draw). Caught by the fat-tail law (`bundled prose`): the ids below 1e-3 are cells of
     their own, by decade, and come out empty. Fix: draw over every id of the row."""
-    from specdec import fast_cpu_draw
+    from specdec import fast_cpu_draw  # numba: 1.1 s to import, for this variant only
 
     fast_cpu_draw.sampled_draw(z, np.float64(temperature), 0.0, out)  # out = q, every id
     kept = np.where(out >= floor, out, 0.0).astype(np.float64)
@@ -439,8 +439,9 @@ def twin_batch_shares_draft_uniforms(target, drafters, prompts, **kwargs):
     change nothing visible. Caught by the spread batch's independence laws
     (`spread:first01`: three rows with one prompt, at T = 1.5). Fix: draw each row's
     uniforms afresh (u[b, :k_b] = rng.random(k_b), rows in order)."""
-    import gpu.batch as twin_batch
+    import gpu  # the twin: CuPy and a CUDA device, only for the twin's variants
 
+    twin_batch = gpu.batch
     real = twin_batch.batch_drafting
 
     def drafting(rows, from_rows=twin_batch.BATCHED_FROM_ROWS):
@@ -455,9 +456,9 @@ def twin_batch_shares_draft_uniforms(target, drafters, prompts, **kwargs):
 
 @cache
 def shared_uniforms_drafter() -> type:
-    from gpu.device.batch_drafting import BatchModelDrafter
+    import gpu  # the twin: CuPy and a CUDA device, only for the twin's variants
 
-    class SharedDraftUniforms(BatchModelDrafter):
+    class SharedDraftUniforms(gpu.device.batch_drafting.BatchModelDrafter):
         def propose(self, contexts, k_rounds, sampling, rng, n_vocab: int):
             K = max((k or 0) for k in k_rounds)  # the bug: K uniforms for every row
             shared = SameUniforms(rng.random(K))

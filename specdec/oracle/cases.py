@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference.drafters import ModelDrafter
 from reference.sampling import SamplingParams
 from reference.verification import verify_law
 from specdec.oracle.laws import (
@@ -452,8 +453,6 @@ def independent(*laws: dict) -> dict:
 
 def sample_spread_batches(generate: Callable, n: int, seed: int) -> list[tuple]:
     # -> n batches, each SPREAD_ROWS of (tokens, accepted per round)
-    from reference.drafters import ModelDrafter
-
     setup = BATCH_SPREAD_SETUPS["spread"]
     rng = np.random.default_rng(seed)
     target = setup.target_model()

@@ -34,6 +34,8 @@ import numpy as np
 from scipy import optimize, stats
 
 from reference.sampling import SamplingParams
+from reference.tokenizer import encode
+from specdec.bundled import bundled_pair_available, load_bundled_pair
 from specdec.oracle.laws import CheckResult, LoopSetup, chi_square_test
 
 HEAD = 1e-2  # ids at least this likely are cells of their own; the rest pooled by decade
@@ -90,9 +92,6 @@ class TailRow:
 
 def bundled_rows() -> list[TailRow]:
     # the bundled draft's rows after three prompts, at TAIL_T (None when it is not installed)
-    from reference.tokenizer import encode
-    from specdec.bundled import bundled_pair_available, load_bundled_pair
-
     if not bundled_pair_available():
         return []
     _, draft = load_bundled_pair()
@@ -156,7 +155,7 @@ def detectable_tail(n: int, df: int, alpha: float, power: float = 0.9) -> float:
 
 def compiled_draw(z: np.ndarray, temperature: float, rng, out) -> int:
     """FastModelDrafter.draw's computation: one uniform, the compiled row and inverse CDF."""
-    from specdec import fast_cpu_draw
+    from specdec import fast_cpu_draw  # numba: 1.1 s to import, for the compiled draw only
 
     return int(fast_cpu_draw.sampled_draw(z, np.float64(temperature), rng.random(), out))
 

@@ -600,7 +600,7 @@ class LoopSetup:
         """The drafter the real loop runs: a ModelDrafter (FastModelDrafter: its compiled
         draw, specdec/fast_cpu_draw.py), a LookupDrafter or a hybrid."""
         if self.fast:
-            from specdec.fast_cpu_draw import FastModelDrafter  # numba, when installed
+            from specdec.fast_cpu_draw import FastModelDrafter  # numba: 1.1 s to import
 
             return FastModelDrafter(self.draft_model())
         if self.lookup is None:

@@ -50,7 +50,7 @@ from reference.heads import HeadsDrafter
 from reference.lookup import HybridDrafter, LookupDrafter
 from reference.model import GPT
 from reference.sampling import SamplingParams
-from reference.speculative import prefill
+from reference.speculative import prefill, speculative_round
 from reference.tree import (
     POINT,
     ROOT,
@@ -60,6 +60,8 @@ from reference.tree import (
     HeadsTreeDrafter,
     ModelTreeDrafter,
     TreeShape,
+    tree_round,
+    verify_tree_law,
 )
 from specdec.oracle.laws import (
     CheckResult,
@@ -465,7 +467,7 @@ def draft_model_parts(name: str, k: int):
             lambda s: ChainLaw(HybridProposals(LookupProposals(V, *rule), DraftRows(draft, s)), k),
         )
     if name == "fast-model":
-        from specdec.fast_cpu_draw import FastModelDrafter
+        from specdec.fast_cpu_draw import FastModelDrafter  # numba: 1.1 s to import
 
         return target, lambda: FastModelDrafter(draft), lambda s: ChainLaw(DraftRows(draft, s), k)
     return target, lambda: ModelDrafter(draft), lambda s: ChainLaw(DraftRows(draft, s), k)
@@ -565,19 +567,18 @@ def on_backend(target: GPT, drafter, backend: str):
     # -> (target, drafter) of the backend: the reference's, or the twin's of both
     if backend == "reference":
         return target, drafter
-    from gpu.drafters import as_twin_drafter
-    from gpu.model import as_twin_model
+    import gpu  # the twin: CuPy and a CUDA device, only for the twin's setups
 
-    return as_twin_model(target), as_twin_drafter(drafter)
+    return gpu.model.as_twin_model(target), gpu.drafters.as_twin_drafter(drafter)
 
 
 def host(array) -> np.ndarray:
     # a proposal's array on the host (the twin's are device arrays)
     if isinstance(array, np.ndarray):
         return array
-    from gpu.device.backend import to_host
+    import gpu  # the twin: CuPy and a CUDA device, only for the twin's setups
 
-    return to_host(array)
+    return gpu.device.backend.to_host(array)
 
 
 def started(setup: ProposalSetup, backend: str, drafter=None):
@@ -603,11 +604,10 @@ def batch_drafting(drafters: list, backend: str, prompt: tuple):
             drafter.reset()
             drafter.prefill(prompts[0][:-1])
         return drafters
-    from gpu.batch import batch_drafting as twin_batch_drafting
-    from gpu.drafters import as_twin_drafter
+    import gpu  # the twin: CuPy and a CUDA device, only for the twin's setups
 
-    twins = [as_twin_drafter(d) for d in drafters]
-    drafting = twin_batch_drafting(twins)  # a BatchModelDrafter: one draft model, 3 rows
+    twins = [gpu.drafters.as_twin_drafter(d) for d in drafters]
+    drafting = gpu.batch.batch_drafting(twins)  # a BatchModelDrafter: one draft model, 3 rows
     drafting.prefill(prompts, None, None)  # (the target's rows are not read by a draft model)
     return drafting
 
@@ -715,12 +715,10 @@ def greedy(setup: ProposalSetup) -> ProposalSetup:
 def round_function(kind: str, backend: str) -> Callable:
     # the backend's own round: (target, cache, drafter, context, k, sampling, rng) -> a round
     if backend == "reference":
-        from reference.speculative import speculative_round
-        from reference.tree import tree_round
-    else:
-        from gpu.speculative import speculative_round
-        from gpu.tree import tree_round
-    return speculative_round if kind == "chain" else tree_round
+        return speculative_round if kind == "chain" else tree_round
+    import gpu  # the twin: CuPy and a CUDA device, only for the twin's setups
+
+    return gpu.speculative.speculative_round if kind == "chain" else gpu.tree.tree_round
 
 
 def proposed_and_emitted(rnd, kind: str) -> tuple[Key, np.ndarray, tuple]:
@@ -769,8 +767,6 @@ def tree_output_law(p_rows, prompt: tuple, tree, length: int) -> dict:
     node's path, then the target's own rows. For a tree that tells the truth about how its
     nodes were drawn, this is the target's law (test_tree_law.py); a chosen node labelled
     sampled is judged as if drawn, and the law moves."""
-    from reference.tree import verify_tree_law
-
     parents = [int(x) for x in tree.parents]
     p = np.stack([p_rows(prompt + path_of(tree.tokens, parents, i)) for i in range(tree.n_nodes)])
     law: dict = {}

@@ -34,6 +34,9 @@ class Hostile:
     exercise: str = "verify"  # or "tree": my_tree.py:verify_tree
     stopped: bool = False  # never returns: graded with a short time limit
     link: Path | None = None  # handed in as a symbolic link to this file
+    machine: bool = False  # reaches for the machine (files, processes, /proc, a neighbour):
+    # what it meets depends on the confinement, so it is graded by every route in both modes;
+    # the others attack the grader's own checks, the same code in both modes (test_hostile.py)
 
     @property
     def file(self) -> Path:
@@ -46,22 +49,26 @@ CATALOGUE = (
         "write a full-marks results.json wherever one may be read, then os._exit(0)",
         "ended the process running it",
         "exit code 0",
+        machine=True,
     ),
     Hostile(
         "imports_reference",
         "hand in the reference's verify: from reference.verification import verify",
         "ModuleNotFoundError: No module named 'reference'",
+        machine=True,
     ),
     Hostile(
         "finds_grader",
         "find the grader's checkout on disk and import the answer from it",
         "NotImplementedError",
         "the grader's reference was not found, or not readable",
+        machine=True,
     ),
     Hostile(
         "patches_grader",
         "import and loosen the grader, plant fakes in sys.modules, write the grader's files",
         "returned (0, 0)",
+        machine=True,
     ),
     Hostile(
         "always_equal_int",
@@ -106,17 +113,20 @@ CATALOGUE = (
         "fork without end while imported (capped, each child exits at once)",
         "BlockingIOError",
         "Resource temporarily unavailable",
+        machine=True,
     ),
     Hostile(
         "memory_hog",
         "allocate 100 MB after 100 MB in verify (capped at 30 GB, never touched)",
         "MemoryError",
+        machine=True,
     ),
     Hostile(
         "class_thief",
         "read the other students' submissions in a class run, hand in one, delete theirs",
         "NotImplementedError",
         "nothing to steal was found",
+        machine=True,
     ),
     Hostile(
         "sleeper",
@@ -124,6 +134,7 @@ CATALOGUE = (
         "grading was stopped after",
         "did not return",
         stopped=True,
+        machine=True,
     ),
     Hostile(
         "escapes_parent",
@@ -131,12 +142,14 @@ CATALOGUE = (
         "grading was stopped after",
         "did not return",
         stopped=True,
+        machine=True,
     ),
     Hostile(
         "escapes_confinement",
         "read /proc's command lines, leave files in /tmp, /dev/shm, /var/tmp, fill its scratch, "
         "make a user namespace",
         "returned (0, 0)",
+        machine=True,
     ),
     Hostile(
         "table_rule",

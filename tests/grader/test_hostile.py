@@ -9,7 +9,11 @@ grader by the three routes a student's file takes, each run as its user runs it:
 
 And each route twice: as root with every capability (a machine or a VM: the worker gets a
 mount namespace of its own), and as root without CAP_SYS_ADMIN (a container's default, likely
-Gradescope's: no namespace; Landlock and seccomp hold the worker instead).
+Gradescope's: no namespace; Landlock and seccomp hold the worker instead). Without it, the
+class route holds only the files that reach for the machine (`machine` in the catalogue:
+what they meet is the confinement's), and the honest solutions are graded by (a) alone: the
+others attack the grader's own checks, which are the same code in both modes and are graded
+by (a) and (c) in this mode too. That keeps the module's time within the suite's budget.
 
 Each hostile file must score 0 with its reason, and the honest ones full marks; nothing
 outside the graders' scratch folders may change (the submissions, the class, the zip's copy of
@@ -98,6 +102,15 @@ class Mode:
     @property
     def env(self) -> dict[str, str]:
         return {"TMPDIR": str(self.tmp)}
+
+    @property
+    def full(self) -> bool:
+        """Every file and the honest ones by every route (with CAP_SYS_ADMIN), or the class
+        route for the `machine` files only, the honest ones by (a) only (without it)."""
+        return self.name == "sys-admin"
+
+    def in_class(self, hostile: Hostile) -> bool:
+        return self.full or hostile.machine
 
 
 @pytest.fixture(scope="module", params=["sys-admin", "no-sys-admin"])
@@ -264,24 +277,23 @@ def class_run(mode) -> ClassRun:
     return; alice's honest tree walk and the hostile walks. `finish()` waits for them."""
     base = mode.base
     main, alone, tree = (open_folder(base / n) for n in ("class", "stopped-class", "tree-class"))
-    hand_in(HONEST, main / "bob" / "my_verify.py")
-    hand_in(HONEST_TREE, tree / "alice" / "my_tree.py")
-    for hostile in QUICK:
+    if mode.full:
+        hand_in(HONEST, main / "bob" / "my_verify.py")
+        hand_in(HONEST_TREE, tree / "alice" / "my_tree.py")
+    for hostile in filter(mode.in_class, QUICK):
         hand_in(hostile, main / hostile.name / "my_verify.py")
-    for hostile in STOPPED:
+    for hostile in filter(mode.in_class, STOPPED):
         hand_in(hostile, alone / hostile.name / "my_verify.py")
-    for hostile in TREE:
+    for hostile in filter(mode.in_class, TREE):
         hand_in(hostile, tree / hostile.name / "my_tree.py")
-    folders = [main, alone, tree]
+    folders = [f for f in (main, alone, tree) if any(f.iterdir())]
     before = {}
     for folder in folders:
         before |= {f"{folder.name}/{k}": v for k, v in fingerprint(folder).items()}
-    out = [base / "grades", base / "stopped-grades", base / "tree-grades"]
-    processes = [
-        start_class(main, out[0], "verify", CLASS_LIMIT_S, mode),
-        start_class(alone, out[1], "verify", STOPPED_LIMIT_S, mode),
-        start_class(tree, out[2], "tree", CLASS_LIMIT_S, mode),
-    ]
+    classes = {main: ("verify", CLASS_LIMIT_S), alone: ("verify", STOPPED_LIMIT_S)}
+    classes[tree] = ("tree", CLASS_LIMIT_S)
+    out = [base / f"grades-{f.name}" for f in folders]
+    processes = [start_class(f, o, *classes[f], mode) for f, o in zip(folders, out, strict=True)]
     run = ClassRun(folders, out, processes, before, mode)
     yield run
     run.finish()  # never left running: its gradings would outlive it
@@ -478,16 +490,17 @@ def graded_by_zip(mode, zip_python, tmp_path_factory) -> dict:
     roots = {h.name: open_folder(mode.base / "gradescope" / h.name) for h in chosen}
     files = {h.name: zip_files(h) for h in chosen}
     exercise = {h.name: h.exercise for h in chosen}
-    roots["honest_tree"] = open_folder(mode.base / "gradescope" / "honest_tree")
-    files["honest_tree"] = {"my_tree.py": HONEST_TREE.read_text()}
-    exercise["honest_tree"] = "tree"
+    if mode.full:
+        roots["honest_tree"] = open_folder(mode.base / "gradescope" / "honest_tree")
+        files["honest_tree"] = {"my_tree.py": HONEST_TREE.read_text()}
+        exercise["honest_tree"] = "tree"
 
     def run(name: str) -> dict:
         e = exercise[name]
         return autograde(zips[e], python[e], roots[name], files[name], mode.env, mode.preexec)
 
     with ThreadPoolExecutor(2) as pool:
-        futures = {n: pool.submit(run, n) for n in ["honest_tree", *(h.name for h in chosen)]}
+        futures = {n: pool.submit(run, n) for n in sorted(roots, key=lambda n: n != "honest_tree")}
         results = {name: future.result() for name, future in futures.items()}
     return {
         "results": results,
@@ -509,7 +522,9 @@ def test_the_zip_gives_each_hostile_file_0_with_its_reason(graded_by_zip, hostil
     assert forged(answer_texts(results)) == []
 
 
-def test_the_zip_still_gives_the_honest_tree_walk_full_marks(graded_by_zip):
+def test_the_zip_still_gives_the_honest_tree_walk_full_marks(graded_by_zip, mode):
+    if not mode.full:
+        pytest.skip("without CAP_SYS_ADMIN the honest walk is graded by specdec grade (a)")
     results = graded_by_zip["results"]["honest_tree"]
     full = sum(t["max_score"] for t in results["tests"])
     assert full > 0 and results["score"] == full, results["output"]
@@ -534,14 +549,20 @@ def test_the_zip_leaves_nothing_in_a_temporary_folder(graded_by_zip):
 
 
 @pytest.mark.parametrize("hostile", CATALOGUE, ids=lambda h: h.name)
-def test_grade_class_gives_each_hostile_student_0_with_the_reason(class_run, hostile: Hostile):
+def test_grade_class_gives_each_hostile_student_0_with_the_reason(
+    class_run, mode, hostile: Hostile
+):
+    if not mode.in_class(hostile):
+        pytest.skip("without CAP_SYS_ADMIN: graded by (a) and (c); the class holds `machine` ones")
     row = class_run.finish()["rows"][hostile.name]
     assert row["score"] == "0" and row["passed"] == "no", row
     assert hostile.reason in row["first_failure"], row
 
 
 @pytest.mark.parametrize("student", ["bob", "alice"])
-def test_grade_class_gives_the_honest_students_full_marks_beside_them(class_run, student):
+def test_grade_class_gives_the_honest_students_full_marks_beside_them(class_run, mode, student):
+    if not mode.full:
+        pytest.skip("without CAP_SYS_ADMIN the honest ones are graded by specdec grade (a)")
     row = class_run.finish()["rows"][student]
     assert row["score"] == "10" and row["passed"] == "yes", row
 

@@ -5,14 +5,19 @@ The worker runs in the submission's interpreter, so every byte of a reply is the
 to forge: a reply's shape is checked against its request (`reply_of`, `answered`: one result
 per call asked for), an exception is rebuilt from a checked and cut description
 (`remote_error`), a returned object from its type's name, its repr and the attributes a
-contract reads, each cut (`Returned`), and a signature from plain names (`signature_of`).
+contract reads, each cut (`Returned`), a signature from plain names (`signature_of`), and a
+number a contract wants whole from whatever came back (`whole_number`, `whole_numbers`).
 Nothing here trusts a length, a name or a number it did not bound itself.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 
+import numpy as np
+
+from specdec.grading.engine import quoting
 from specdec.grading.engine.quoting import MESSAGE, SHOWN, cut, one_line, shown_value, type_name
 from specdec.grading.engine.worker import wire
 
@@ -162,3 +167,49 @@ def signature_of(parameters) -> inspect.Signature | None:
         return inspect.Signature(made)
     except ValueError:
         return None
+
+
+def whole_number(
+    value, what: str, low: int | None = None, high: int | None = None, high_is: str = ""
+) -> int:
+    """A value a submission returned where its contract wants an int (in low..high, when
+    given) -> the int; else ValueError saying what it is instead (the caller makes it a
+    breach of the contract, with its own words).
+
+    A NumPy integer, a 0-d array of one and an int-valued float (2.0) are taken as the int; a
+    bool, a string, inf, NaN, a fraction and an int out of range are not (int() would take
+    '3' and 2.7, and raise OverflowError on inf)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
+        value = value.item()
+    span = f"in {low}..{high_is} = {low}..{high}" if high_is else f"in {low}..{high}"
+    if low is None or high is None:
+        span = f">= {low}" if high is None else f"<= {high}"
+    bounds = "an int" if low is None and high is None else f"an int {span}"
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{what} is a bool ({value}), not {bounds}")
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value) or not float(value).is_integer():
+            raise ValueError(f"{what} is {quoting.shown_value(value)}, not {bounds}")
+        value = int(value)
+    if not isinstance(value, (int, np.integer)):
+        name = quoting.type_name(type(value).__name__, "object")
+        raise ValueError(f"{what} is a {name}, not {bounds}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{what} = {quoting.shown_value(value, 60)} is not {span}")
+    return int(value)
+
+
+def whole_numbers(
+    values, what: str, most: int, low: int | None = None, high: int | None = None
+) -> list[int]:
+    """A sequence a submission returned where its contract wants ints -> the list of them;
+    else ValueError: not a list, tuple or 1-d array, more than `most` items (checked before
+    any is read: it may hold millions), or an item whole_number refuses."""
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        values = values.tolist()
+    if not isinstance(values, (list, tuple)):
+        name = quoting.type_name(type(values).__name__, "object")
+        raise ValueError(f"{what} is a {name}, not a list of ints")
+    if len(values) > most:
+        raise ValueError(f"{what} has {len(values):,} items, more than the {most} possible")
+    return [whole_number(v, f"{what}[{i}]", low, high) for i, v in enumerate(values)]

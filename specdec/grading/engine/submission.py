@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import math
 import os
 import stat
 import sys
@@ -26,7 +25,13 @@ from pathlib import Path
 import numpy as np
 
 from specdec.grading.engine import quoting
-from specdec.grading.engine.replies import BadReply, RemoteError, signature_of
+from specdec.grading.engine.replies import (
+    BadReply,
+    RemoteError,
+    signature_of,
+    whole_number,
+    whole_numbers,  # noqa: F401 (the exercises' checks import it from here too)
+)
 from specdec.grading.engine.sandbox import RemoteFunction, Sandbox, WorkerEnded
 from specdec.grading.engine.secret import grader_rng, submission_rng
 from specdec.grading.engine.worker_setup import not_dumpable
@@ -589,52 +594,6 @@ def verify_contract(result, shown: dict) -> tuple[int, int]:
         # what is wrong first: a class's table keeps a failure's first 120 characters
         raise contract_breach(f"{error} (verify returned {returned})", shown) from None
     return accepted, token
-
-
-def whole_number(
-    value, what: str, low: int | None = None, high: int | None = None, high_is: str = ""
-) -> int:
-    """A value a submission returned where its contract wants an int (in low..high, when
-    given) -> the int; else ValueError saying what it is instead (the caller makes it a
-    breach of the contract, with its own words).
-
-    A NumPy integer, a 0-d array of one and an int-valued float (2.0) are taken as the int; a
-    bool, a string, inf, NaN, a fraction and an int out of range are not (int() would take
-    '3' and 2.7, and raise OverflowError on inf)."""
-    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
-        value = value.item()
-    span = f"in {low}..{high_is} = {low}..{high}" if high_is else f"in {low}..{high}"
-    if low is None or high is None:
-        span = f">= {low}" if high is None else f"<= {high}"
-    bounds = "an int" if low is None and high is None else f"an int {span}"
-    if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{what} is a bool ({value}), not {bounds}")
-    if isinstance(value, (float, np.floating)):
-        if not math.isfinite(value) or not float(value).is_integer():
-            raise ValueError(f"{what} is {quoting.shown_value(value)}, not {bounds}")
-        value = int(value)
-    if not isinstance(value, (int, np.integer)):
-        name = quoting.type_name(type(value).__name__, "object")
-        raise ValueError(f"{what} is a {name}, not {bounds}")
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(f"{what} = {quoting.shown_value(value, 60)} is not {span}")
-    return int(value)
-
-
-def whole_numbers(
-    values, what: str, most: int, low: int | None = None, high: int | None = None
-) -> list[int]:
-    """A sequence a submission returned where its contract wants ints -> the list of them;
-    else ValueError: not a list, tuple or 1-d array, more than `most` items (checked before
-    any is read: it may hold millions), or an item whole_number refuses."""
-    if isinstance(values, np.ndarray) and values.ndim == 1:
-        values = values.tolist()
-    if not isinstance(values, (list, tuple)):
-        name = quoting.type_name(type(values).__name__, "object")
-        raise ValueError(f"{what} is a {name}, not a list of ints")
-    if len(values) > most:
-        raise ValueError(f"{what} has {len(values):,} items, more than the {most} possible")
-    return [whole_number(v, f"{what}[{i}]", low, high) for i, v in enumerate(values)]
 
 
 def contract_breach(message: str, shown: dict) -> SubmissionCrash:
