@@ -30,7 +30,6 @@ from specdec.grading.engine.replies import (
     RemoteError,
     signature_of,
     whole_number,
-    whole_numbers,  # noqa: F401 (the exercises' checks import it from here too)
 )
 from specdec.grading.engine.sandbox import RemoteFunction, Sandbox, WorkerEnded
 from specdec.grading.engine.secret import grader_rng, submission_rng

@@ -40,12 +40,12 @@ import numpy as np
 from specdec.grading.engine.core import Check, Family, Outcome, Runs
 from specdec.grading.engine.laws import ModelRows, compare, draft_length
 from specdec.grading.engine.quoting import one_line, shown_value, type_name
+from specdec.grading.engine.replies import whole_numbers
 from specdec.grading.engine.submission import (
     Submission,
     SubmissionCrash,
     call_safely,
     show_inputs,
-    whole_numbers,
 )
 from specdec.grading.exercises.loop.checks import (
     LOOP_MOST,

@@ -31,12 +31,12 @@ import numpy as np
 from specdec.grading.engine.core import Check, Family, Outcome
 from specdec.grading.engine.laws import ModelRows, generation_law
 from specdec.grading.engine.quoting import one_line, shown_value
+from specdec.grading.engine.replies import whole_numbers
 from specdec.grading.engine.submission import (
     Submission,
     SubmissionCrash,
     call_safely,
     show_inputs,
-    whole_numbers,
 )
 from specdec.grading.exercises.loop.checks import V as LOOP_V
 from specdec.grading.exercises.loop.checks import tiny_pair

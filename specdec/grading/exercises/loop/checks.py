@@ -32,6 +32,7 @@ from specdec.grading.engine.laws import (
     marginal,
 )
 from specdec.grading.engine.quoting import one_line, type_name
+from specdec.grading.engine.replies import whole_numbers
 from specdec.grading.engine.sandbox import RemoteFunction
 from specdec.grading.engine.submission import (
     CHUNK,
@@ -42,7 +43,6 @@ from specdec.grading.engine.submission import (
     show_inputs,
     streams,
     verify_inputs,
-    whole_numbers,
 )
 from specdec.grading.project import (
     GPT,

@@ -29,12 +29,12 @@ import numpy as np
 
 from specdec.grading.engine.core import Check, Family, Outcome
 from specdec.grading.engine.quoting import one_line, shown_value
+from specdec.grading.engine.replies import whole_number
 from specdec.grading.engine.submission import (
     Submission,
     SubmissionCrash,
     call_safely,
     show_inputs,
-    whole_number,
 )
 from specdec.grading.project import expected_tokens_per_round, predicted_speedup
 

@@ -14,13 +14,12 @@ import numpy as np
 
 from specdec.grading.engine.laws import Context, Law, leftover
 from specdec.grading.engine.quoting import shown_value
+from specdec.grading.engine.replies import whole_number, whole_numbers
 from specdec.grading.engine.submission import (
     Submission,
     SubmissionCrash,
     call_each_safely,
     show_inputs,
-    whole_number,
-    whole_numbers,
 )
 from specdec.grading.project import Tree
 
