@@ -207,9 +207,10 @@ display(Image(filename=str(path)))
 # T − 1 drafts does. Two numbers come out:
 #
 # * **c** = draft step / target step: the price of one guess, in target steps;
-# * **v(T)** = time of a T-position pass / time of a one-token pass. Leviathan et al. assume
-#   v ≈ 1 (true on a GPU for small T); on a CPU it is often larger, and this is what we
-#   measure.
+# * **v(T)** = time of a T-position pass / time of a one-token pass.
+#   [Leviathan et al., 2023](../docs/references.md#leviathan2023) assume v ≈ 1 (true on a GPU
+#   for small T); on a CPU it is often larger, and this is what we measure. Here the lab
+#   departs from the paper: its cost model keeps v(T) as a measured number.
 #
 # Notebooks 07 and 08 need the same c and v, and a shared machine gives a different number
 # each time it is asked. So they are measured once per session, by `specdec/session_costs.py`:
@@ -306,7 +307,9 @@ print(f"on this machine the fast path's mean v over T = 2..9 is {mean_v['fast pa
 # how fast it can stream the weights (measured as one-row products over the target's own 24
 # matrices) and how fast it can compute (a large float32 product), both on the BLAS threads
 # of this run. Each product of the pass then costs at least max(bytes / bandwidth,
-# FLOPs / FLOP rate) — the *roofline*; `specdec/roofline.py` adds that up over the layers.
+# FLOPs / FLOP rate) — the *roofline* of
+# [Williams, Waterman & Patterson, 2009](../docs/references.md#roofline2009);
+# `specdec/roofline.py` adds that up over the layers, with the two rates measured here.
 #
 # A weight used by T rows gives T/2 FLOPs per byte read, and a CPU's FLOP rate is usually
 # several times its bandwidth in bytes, so for a few rows the bytes term wins and the floor is

@@ -19,7 +19,11 @@
 # `tests/unit/test_kv_cache.py`.*
 #
 # Verification needs the target's distribution at **every** new position, not just the last
-# one, and it needs them on top of a cache that already holds the committed context. This
+# one, and it needs them on top of a cache that already holds the committed context. (Scoring
+# all k drafts in one pass is what makes speculative decoding pay, in
+# [Leviathan et al., 2023](../docs/references.md#leviathan2023) and
+# [Chen et al., 2023](../docs/references.md#chen2023); the papers take the cache for granted,
+# and this notebook builds it: where they write to it and forget, we show each slot.) This
 # notebook walks through the three calls the speculative loop makes — a prefill, a one-token
 # decode step, a k-token append — and checks each against a plain forward pass with no cache.
 

@@ -164,23 +164,37 @@ if bundled:
 # %% [markdown]
 #
 # **Other ways to draft** (article §10). Anything that returns tokens plus the q they were
-# drawn from can be a drafter (`reference.drafters.Drafter`). The reference ships six:
+# drawn from can be a drafter (`reference.drafters.Drafter`). The reference ships these:
 #
-# * an independent small model — `ModelDrafter`, this notebook; simple, but a second model
-#   to load;
+# * an independent small model — `ModelDrafter`, this notebook, the drafter of
+#   [Leviathan et al., 2023](../docs/references.md#leviathan2023) and
+#   [Chen et al., 2023](../docs/references.md#chen2023); simple, but a second model to load;
 # * n-gram or prompt lookup — `LookupDrafter` copies a continuation seen earlier in the
-#   prompt or the output; no network at all, good on repetitive text; its q is one-hot
-#   (notebook 05 §4). `HybridDrafter` uses lookup where the text has a match and the draft
-#   model elsewhere (`reference/lookup.py`);
+#   prompt or the output, as [prompt lookup decoding](../docs/references.md#promptlookup2023)
+#   does; no network at all, good on repetitive text; its q is one-hot (notebook 05 §4).
+#   `HybridDrafter` uses lookup where the text has a match and the draft model elsewhere
+#   (`reference/lookup.py`);
 # * self-speculation — the target's own first blocks with an exit head (`EarlyExitDrafter`,
-#   `reference/early_exit.py`) or extra prediction heads on its last hidden state
-#   (`HeadsDrafter`, `reference/heads.py`); no second model, but the target needs those
-#   parts trained (notebook 10);
+#   `reference/early_exit.py`; the idea of
+#   [Draft & Verify](../docs/references.md#draftverify2024) and
+#   [LayerSkip](../docs/references.md#layerskip2024)) or extra prediction heads on its last
+#   hidden state (`HeadsDrafter`, `reference/heads.py`; [Medusa](../docs/references.md#medusa2024),
+#   after [Stern et al., 2018](../docs/references.md#stern2018)); no second model, but the
+#   target needs those parts trained (notebook 10);
+# * the target's own features — one small block that reads them (`EagleDrafter`,
+#   `reference/eagle.py`; [EAGLE](../docs/references.md#eagle2024) and
+#   [EAGLE-3](../docs/references.md#eagle3-2025); notebook 14);
 # * tree drafts — several branches at once, verified in one pass with a tree-shaped mask
-#   (`ModelTreeDrafter`, `HeadsTreeDrafter`, `reference/tree/`); longer accepted runs, at
-#   the price of more temporary cache slots and a compaction step (notebook 11).
+#   (`ModelTreeDrafter`, `HeadsTreeDrafter`, `reference/tree/`; after
+#   [SpecInfer](../docs/references.md#specinfer2024)); longer accepted runs, at the price of
+#   more temporary cache slots and a compaction step (notebook 11).
 #
-# The five chain drafters hand their tokens and q rows to the same exact rule, `verify`
+# Not built here: [lookahead decoding](../docs/references.md#lookahead2024), where the
+# target itself drafts n-grams by Jacobi iteration
+# ([Santilli et al., 2023](../docs/references.md#jacobi2023)), paying with extra positions in
+# every pass, which a CPU does not get for free (notebook 01's v(T)).
+#
+# The chain drafters hand their tokens and q rows to the same exact rule, `verify`
 # (notebooks 04–05). Trees have several candidates per position, so they are checked by
 # `verify_tree`, the same acceptance test tried child by child down the tree — exact as well.
 

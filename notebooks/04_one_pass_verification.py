@@ -34,6 +34,12 @@
 # The row that judges x_i sits one position **to the left** of x_i. Getting this offset
 # wrong — scoring x_i with the row computed *at* x_i — is the most common bug in
 # hand-written verifiers.
+#
+# This pass is the one of [Leviathan et al., 2023](../docs/references.md#leviathan2023) and
+# [Chen et al., 2023](../docs/references.md#chen2023), and the bonus row is how both papers
+# end a round where every draft passed. What the notebook adds is the check the papers leave
+# implicit: that the rows of one pass equal k + 1 steps (section 3). The papers also assume
+# the pass costs about one step; on this CPU it does not (notebook 01's v(T)).
 
 # %%
 import os

@@ -27,8 +27,10 @@
 # r(y) = max(0, p(y) − q(y)) / Σ_z max(0, p(z) − q(z)),
 #
 # and the round ends. If all k drafts survive, one more token comes from the bonus row
-# p_{k+1}. Notation follows Leviathan et al.: **p is the target, q the draft** (some papers
-# and code bases swap the letters — see `docs/notation.md`).
+# p_{k+1}. This is the rule of [Leviathan et al., 2023](../docs/references.md#leviathan2023),
+# found at the same time by [Chen et al., 2023](../docs/references.md#chen2023), who call it
+# modified rejection sampling. Notation follows Leviathan et al.: **p is the target, q the
+# draft** (Chen et al. and several code bases swap the letters — see `docs/notation.md`).
 #
 # The claim: whatever q is, the emitted token follows p exactly. Not "approximately", and
 # not because the accepted tokens alone follow p — the accepted mass and the corrected mass
@@ -148,7 +150,8 @@ display(Image(filename=str(path)))
 # ### Why it is exact
 #
 # The picture is one case of a three-line argument that holds for every p and q over the same
-# tokens. Write the draft's proposal as x ~ q and let y be the token that comes out.
+# tokens: the proof both papers give, in our words. Write the draft's proposal as x ~ q and
+# let y be the token that comes out.
 #
 # 1. **A rejection happens with probability Z = Σ max(0, p − q).** The draft proposes x with
 #    probability q(x) and keeps it with min(1, p(x)/q(x)), so x is proposed *and kept* with
@@ -229,8 +232,9 @@ print("exact law of the first token:", first_token_law(p, q, q), " target:", p)
 # %% [markdown]
 # ### From one token to the whole round
 #
-# The three lines above are about one position. A round emits up to k + 1 tokens, and the
-# claim is about all of them together (the same step in the docs:
+# The three lines above are about one position, the step both papers prove. A round emits
+# up to k + 1 tokens, and the claim is about all of them together; this section writes that
+# step out and then checks it exactly (the same step in the docs:
 # ["Why the output follows p exactly"](../docs/algorithm.md#why-the-output-follows-p-exactly)).
 # Write c for the context, x_1 … x_k for the drafts (x_i ~ q(· | c, x_<i)) and y_1, y_2, …
 # for the tokens the round emits. The step from one position to the next rests on two facts
@@ -344,7 +348,8 @@ print(repr(decode(prompt) + decode(spec.tokens)))
 # ## 4. A point-mass draft (n-gram, prompt lookup) against a sampling target
 #
 # A drafter that proposes without a distribution — copy the next token of an earlier match in
-# the prompt, say — has q = one-hot(x). Then a(x) = min(1, p(x)/1) = p(x), and after a
+# the prompt, say, as [prompt lookup decoding](../docs/references.md#promptlookup2023)
+# does — has q = one-hot(x). Then a(x) = min(1, p(x)/1) = p(x), and after a
 # rejection the residual is p with x removed and renormalised. Still exactly p:
 
 # %%
@@ -447,7 +452,22 @@ display(Image(filename=str(path)))
 # .venv/bin/specdec grade notebooks/exercises/my_sampling.py:sampling_distribution
 # ```
 #
-# The rule itself, `verify`, is the exercise of notebook 09.
+#
+# ## Exercise: the whole round's verify
+#
+# Now apply the proof: write `verify(p_target, q_draft, draft_tokens, rng)`, the rule that
+# judges a whole round of drafts and draws its last token, in
+# [`notebooks/exercises/my_verify.py`](exercises/my_verify.py). Its docstring gives the
+# contract and what is graded (the law of what it returns, the rule, its randomness, and the
+# rule inside a real loop), not the rule: that is this notebook's §1 and its proof. Grade it
+# (about 15 s):
+#
+# ```bash
+# .venv/bin/specdec grade notebooks/exercises/my_verify.py:verify
+# ```
+#
+# Notebook 09 shows how the grader's statistical checks work, and runs the same oracle
+# against broken rules.
 
 # %% [markdown]
 # ## Check yourself

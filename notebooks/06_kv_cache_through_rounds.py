@@ -32,6 +32,11 @@
 # * the new token of the round (correction or bonus) has **no K/V anywhere yet**: the next
 #   round feeds it first, to both models, in the pass it needs anyway.
 #
+# [Leviathan et al., 2023](../docs/references.md#leviathan2023) and
+# [Chen et al., 2023](../docs/references.md#chen2023) state the round without its caches;
+# this bookkeeping is the lab's own, written out because a pointer one slot off can go
+# unnoticed in the text it writes (the oracle's cache variants are there to catch it).
+#
 # Every round of the trace records, for each cache, the triple
 # (committed before, written end, committed after).
 

@@ -36,6 +36,14 @@
 #
 # And a **plug-in point**: `--verify=file.py:function` or `--speculative=…` grades another
 # implementation with the same tests. This notebook runs small versions of each part.
+#
+# The law being tested is the theorem of
+# [Leviathan et al., 2023](../docs/references.md#leviathan2023) and
+# [Chen et al., 2023](../docs/references.md#chen2023): the output of speculative sampling
+# follows the target's distribution. The papers prove it on paper; the oracle checks that a
+# given piece of code keeps it, which a proof of the algorithm cannot. The same tests cover
+# every drafter of the course, the trees of
+# [SpecInfer](../docs/references.md#specinfer2024) and the EAGLE drafters included.
 
 # %%
 import os
@@ -129,12 +137,13 @@ display(Image(filename=str(path)))
 #   law of the number of accepted drafts in round 2 reveals it. The oracle checks that law too.
 # * **`temperature_on_draft_side_only`** is notebook 05's mismatch, caught on samples.
 #
-# ## 4. Exercise: write `verify` yourself, and grade it
+# ## 4. The `verify` exercise, graded
 #
-# Open `exercises/my_verify.py` (beside this notebook: `notebooks/exercises/` in a checkout,
-# `exercises/` in a copy unpacked by `specdec course`). It holds the contract, the rule and the
-# traps, and a `verify` that raises `NotImplementedError`. Fill it in with numpy only, then
-# grade it:
+# The exercise was handed out with notebook 05, right after the proof it applies:
+# `exercises/my_verify.py` (beside this notebook: `notebooks/exercises/` in a checkout,
+# `exercises/` in a copy unpacked by `specdec course`). It holds the contract, what is graded
+# and a worked example, not the rule, and a `verify` that raises `NotImplementedError` until
+# you fill it in (numpy and scipy only). Grade it:
 #
 # ```bash
 # specdec grade exercises/my_verify.py:verify     # from this notebook's folder

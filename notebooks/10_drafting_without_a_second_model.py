@@ -32,13 +32,23 @@
 # 2. find an earlier place where the same n tokens occur;
 # 3. propose the tokens that followed them there (at most k).
 #
-# This is *prompt lookup* (or n-gram drafting). There is no network at all: a draft costs a
-# scan of the text. `LookupDrafter` tries n = 3 first and shorter n down to 1 (a longer
-# match is better evidence), and copies from the most recent earlier occurrence.
+# This is *prompt lookup* (or n-gram drafting), as
+# [Saxena's prompt lookup decoding](../docs/references.md#promptlookup2023) does it. There is
+# no network at all: a draft costs a scan of the text. `LookupDrafter` tries n = 3 first and
+# shorter n down to 1 (a longer match is better evidence), as that repository does, and
+# copies from the most recent earlier occurrence, where the repository's code takes the first
+# one it finds from the start of the text.
 #
 # Sections 1-3 are about copying. Sections 4 and 5 draft with **the target itself**: its
-# first blocks with an exit head (early exit), and small extra heads on its last hidden
-# state (Medusa-style). Section 6 puts every drafter in one table.
+# first blocks with an exit head (early exit, after
+# [Draft & Verify](../docs/references.md#draftverify2024) and
+# [LayerSkip](../docs/references.md#layerskip2024)), and small extra heads on its last hidden
+# state ([Medusa](../docs/references.md#medusa2024)-style). Section 6 puts every drafter in one
+# table. One family is not built here:
+# [lookahead decoding](../docs/references.md#lookahead2024) lets the target draft its own
+# n-grams by Jacobi iteration ([Santilli et al., 2023](../docs/references.md#jacobi2023)),
+# paying with extra positions in each pass, which this CPU does not get for free (notebook
+# 01's v(T)).
 
 # %%
 import json
@@ -348,7 +358,10 @@ for label, tokens in PROMPTS.items():
 # catch-up token and x₁ … x_{k-1}; the target's verification pass would compute exactly the
 # same K/V and the same residual stream for them. So the pass copies those K/V, runs blocks
 # 0..L'-1 for x_k only, and starts every row at block L'. We watch the blocks at work by
-# recording the rows each block of the target processes in one verification pass.
+# recording the rows each block of the target processes in one verification pass. This reuse
+# is LayerSkip's ([Elhoushi et al., 2024](../docs/references.md#layerskip2024)); where
+# LayerSkip retrains the whole model (layer dropout, an early-exit loss) so that its first
+# layers predict well, the lab leaves the target untouched and trains only the exit head.
 
 # %%
 exit_drafter = EarlyExitDrafter(target, EXIT_LAYER, load_exit_head(EXIT_LAYER))
@@ -407,7 +420,9 @@ for layer, m in meta["exit_heads"].items():
 # *and training*. The structure, yes (an exit after some block); the training, no. An exit
 # that was never trained is already a drafter: the target's first L' blocks, then the
 # target's own final LayerNorm and its tied output layer. That is what
-# `EarlyExitDrafter(target, L')` builds when it is given no head. Training raises its α; it
+# `EarlyExitDrafter(target, L')` builds when it is given no head.
+# [Draft & Verify](../docs/references.md#draftverify2024) makes the same point: it drafts by
+# skipping some of the target's layers and trains nothing. Training raises its α; it
 # is not what makes self-drafting work. The numbers above come from the training script; we
 # measure both exits again here, in the loop itself, on three held-out prompts at T = 1
 # (k = 3, 48 new tokens each, α pooled over the three runs).
@@ -433,7 +448,12 @@ for name, head in (("untrained", None), ("trained", load_exit_head(EXIT_LAYER)))
 # the round hands it the target's final hidden state h at the row that scored the token it
 # just emitted (`observe`); head i maps h to a guess of the token i + 1 places further on.
 # Its q rows are the heads' distributions, so `verify` stays exact whatever the heads
-# learned. How often is each position accepted, once it is examined?
+# learned. These are [Medusa](../docs/references.md#medusa2024)'s heads (one residual block
+# each, trained on the frozen target, Medusa-1), descended from the proposal heads of
+# [Stern et al., 2018](../docs/references.md#stern2018). Two departures: here they draft a
+# chain (their trees are notebook 11), and they are judged by the exact rule, not by Medusa's
+# typical acceptance, which changes the output law (notebook 11 measures how much). How often
+# is each position accepted, once it is examined?
 
 # %%
 heads = load_heads()

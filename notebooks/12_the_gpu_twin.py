@@ -238,7 +238,9 @@ print(repr(decode(ours.tokens)))
 # ## 3. The decision, all positions at once
 #
 # `decide(p, q, drafts, u)` computes every position's verdict in one go, with k + 1 uniforms
-# u_0 … u_k already on the device:
+# u_0 … u_k already on the device. The rule is the one of
+# [Leviathan et al., 2023](../docs/references.md#leviathan2023) and
+# [Chen et al., 2023](../docs/references.md#chen2023), unchanged; only its layout is new:
 #
 # * a_i = min(1, p_i(x_i) / q_i(x_i)) for every i < k — one gather;
 # * rejected_i = (u_i ≥ a_i), with a stop appended at position k;
@@ -416,8 +418,11 @@ for name, model in (("target", target), ("draft", draft)):
 # rows; if so, one pass over k + 1 positions would cost about what one position costs. That
 # is a different reason from the article's §7, which is about memory bandwidth: there the
 # k positions share one read of the weights, and a wider product has more arithmetic per
-# byte read. Here the rows would share the launches. Neither claim is measured on a device
-# in this repository yet (section 5): until then, take this paragraph as a prediction.
+# byte read (the [roofline](../docs/references.md#roofline2009) of notebook 01, and the
+# reason [Leviathan et al.](../docs/references.md#leviathan2023) take a pass over k + 1
+# positions to cost one step). Here the rows would share the launches. Neither claim is
+# measured on a device in this repository yet (section 5): until then, take this paragraph
+# as a prediction.
 # Counted here, exactly: forward calls per generated token, target and draft.
 
 # %%
@@ -455,7 +460,9 @@ for name, run in runs.items():
 # **Fused kernels, and CUDA graphs.** The cure for launch overhead is fewer launches. The
 # twin fuses: `gpu/device/kernels.cu` holds six CUDA kernels, each doing a whole stretch of the
 # block in one launch — a linear layer with the LayerNorm before it and the bias, GELU and
-# residual add after it; the attention of every head with its cache write; the draw; a
+# residual add after it; the attention of every head with its cache write (over a long cache,
+# each head's positions split into parts and combined, as
+# [Flash-Decoding](../docs/references.md#flashdecoding2023) does); the draw; a
 # round's whole verification (docs/gpu.md, "The fused kernels"). In NumPy mode each runs its
 # *body*, the plain `xp` composition, so the numbers here are the unfused twin's.
 #

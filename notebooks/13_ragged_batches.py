@@ -29,8 +29,13 @@
 # the others go on. The rows of one verification pass therefore start at different slots
 # and hold different numbers of tokens: a **ragged** batch.
 #
+# Serving engines batch this way: [Orca](../docs/references.md#orca2022) schedules a batch
+# one iteration at a time and handles attention per request, and
+# [vLLM](../docs/references.md#vllm2023) keeps each request's cache in blocks; neither paper
+# is about speculation, whose per-row accepted counts make the lengths drift every round.
 # `reference/batch.py` keeps it plain: right-pad every row to the longest, give each row its
-# own commit pointer, positions and mask. Here we run it on the bundled pair and look at
+# own commit pointer, positions and mask (the lab's choice, the easiest to read; those
+# engines avoid the padding, docs/batch.md says how). Here we run it on the bundled pair and look at
 # what each row did, what one batched pass computes, what it costs on this machine, and
 # that every sequence still gets exactly what it would get alone.
 
@@ -336,6 +341,9 @@ for B in (1, 2, 4, 8):
 #
 # ## 4. Every sequence gets what it would get alone
 #
+# Each row is judged by the rule of
+# [Leviathan et al., 2023](../docs/references.md#leviathan2023) on its own rows of p and q,
+# so each sequence keeps the target's law whatever the others do.
 # Under greedy decoding everything is deterministic, so the batch must write, for each
 # prompt, exactly the tokens of a single `speculative_generate` run, accepting the same
 # number of drafts in every round. And a batch of one reads the random generator in the

@@ -37,6 +37,10 @@ FOLDER_SECTIONS = {
     "docs/figures": "docs/index.html#figures",
 }
 LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)\s#]+)")
+# an anchor of its own on a line of a page (`<a id="leviathan2023"></a>`, as docs/references.md
+# writes one per entry): GitHub links to it as it is; the site reads it as a MyST target, so
+# that `references.md#leviathan2023` resolves (and a dead one still fails the build)
+HTML_ANCHOR = re.compile(r'^<a id="([A-Za-z][\w-]*)"></a>[ \t]*$', re.MULTILINE)
 
 
 def notebook_number(name: str) -> str | None:
@@ -138,17 +142,25 @@ def _insert_after_title(markdown: str, text: str) -> str:
     return "\n".join(lines[:at] + ["", text] + lines[at:])
 
 
+def html_anchors_as_targets(markdown: str) -> str:
+    """`<a id="x"></a>` alone on a line -> the MyST target `(x)=`: the same anchor id in the
+    page, and one Sphinx knows, so a link to `page.md#x` resolves."""
+    return HTML_ANCHOR.sub(r"(\1)=", markdown)
+
+
 def on_source_read(app: Sphinx, docname: str, source: list[str]) -> None:
     course = app.config.course_map_facts
-    if docname == ROOT_DOC:
-        source[0] += root_toctree(course, sorted(app.env.found_docs))
-    elif re.fullmatch(r"notebooks/\d\d_\w+", docname):
+    if re.fullmatch(r"notebooks/\d\d_\w+", docname):
         nb = json.loads(source[0])
         first = nb["cells"][0]
         text = "".join(first["source"]) if isinstance(first["source"], list) else first["source"]
         banner = notebook_banner(docname, course, app.config.course_exercises)
         first["source"] = _insert_after_title(text, banner)
         source[0] = json.dumps(nb)
+        return
+    source[0] = html_anchors_as_targets(source[0])  # a Markdown page
+    if docname == ROOT_DOC:
+        source[0] += root_toctree(course, sorted(app.env.found_docs))
     elif docname.startswith("docs/bench-"):
         # a benchmark run's record: reached from benchmarks.md, kept out of the sidebar
         source[0] = "---\norphan: true\n---\n" + source[0]

@@ -30,16 +30,30 @@ The contract (p = target, q = draft):
                   object with .tokens and .accepted_per_round (the drafts kept in each round,
                   0..k) to have the law of the rounds checked as well
 
-One round, with `context` = the prompt plus every token emitted so far:
+Read first: notebook 05 (the rule and why it keeps the target's law, a whole round
+included), notebook 04 (which of the target's rows judges which draft) and notebook 07 (the
+round, end to end). With callables there are no caches: the round is the whole exercise.
 
-    k_round = min(k, remaining - 1)       never draft what could not be emitted
-    x_i ~ q_i = draft_next(context + [x_1..x_{i-1}])                       i = 1..k_round
-    p_i = target_next(context + [x_1..x_{i-1}])    the row *before* x_i scores it; p_{k+1}
-                                                   (after every draft) is the bonus row
-    keep x_i with probability min(1, p_i(x_i) / q_i(x_i)), in order; at the first
-    rejection draw the token from norm(max(0, p_i - q_i)); after all k_round kept, draw the
-    bonus from p_{k+1}. Emit the kept drafts and that token, cut just after EOS and at
-    max_new_tokens; stop at EOS or at the limit.
+What a correct loop keeps true:
+
+* each draft x_i is drawn from the draft's distribution given the context and the drafts
+  before it, and judged against the target's distribution for the same position, with
+  notebook 05's rule, draft after draft, stopping at the first refusal;
+* the round then emits the kept drafts and one more token: the replacement of notebook 05
+  after a refusal, or the bonus from the target's distribution after every draft; the
+  next round starts from exactly what was emitted (never a refused draft);
+* a round never drafts a token that could not be emitted (it emits up to one token more
+  than it drafts), cuts just after the first EOS and at max_new_tokens, and the run stops
+  at EOS or at the limit;
+* each target row is asked for once at most, and only when it is needed (a row after a
+  refused draft never is); accepted_per_round counts the drafts kept, 0..k, per round.
+
+A worked example with greedy (one-hot) rows, k = 2, max_new_tokens = 3, prompt [0]: the
+draft proposes 1 then 2; the target's argmax after [0] is 1 and after [0, 1] is 3. Round 1
+keeps 1, refuses 2 and emits 1 3 (accepted 1). One token is left: round 2 drafts nothing,
+asks the target for its row after [0, 1, 3] and emits that argmax (accepted 0). The run
+returns 3 tokens, accepted_per_round [1, 0]; the target was asked for the rows after [0],
+[0, 1] and [0, 1, 3], once each.
 
 What the grader checks (on a tiny GPT pair, V = 5):
 
@@ -54,9 +68,9 @@ What the grader checks (on a tiny GPT pair, V = 5):
   a fault: with plain callables nothing is batched, so asking p_i only when x_1..x_{i-1} were
   kept (lazily) is as good as it gets.
 
-Traps: judging x_i with the row after it; a next round whose context still holds rejected
-drafts; tokens after EOS; drafting k when one token is left (the rounds' law shows it);
-accepted_per_round counting the emitted tokens instead of the kept drafts; calling
+Traps: judging x_i with another position's row; a next round whose context still holds
+refused drafts; tokens after EOS; drafting k when one token is left (the rounds' law shows
+it); accepted_per_round counting the emitted tokens instead of the kept drafts; calling
 target_next again for a row you already had.
 
 You may use numpy only (the point is to write it). A worked solution is in

@@ -4,6 +4,12 @@ Grade your function from the repository root (about a second):
 
     .venv/bin/specdec grade notebooks/exercises/my_eagle_align.py:catch_up_pairs
 
+When: after notebook 14's opening sections (the three papers, and this project's EAGLE)
+and before its §1, whose table answers it: §1 and §4 are the place to check your reasoning
+afterwards. What you need: what EAGLE's drafter reads at each position (the papers'
+section: a feature, and a token sampled relative to it), and notebook 06's catch-up of a
+chain drafter. The rule of the pairs is yours to work out from them.
+
 The answer is a selection of your inputs (nothing is drawn, nothing is computed), so every
 check is exact: your pairs are held against the contract's on hand-made cases (nothing to
 feed, a one-pair catch-up, a catch-up after a full acceptance, a prefill) and on 300 seeded
@@ -13,17 +19,14 @@ drafter's cache after every round must be the reference's, bit for bit (eagle-ro
 failure shows the smallest case that shows it, the pairs expected next to yours, with a hint
 read from your answers.
 
-The setting. An EAGLE drafter's block reads one fused row per position t,
-g(t) = [e(x(t + 1)); f(t)] W + b, where f(t) is the target's feature at position t (the
-residual stream after its last block: what its output layer reads to score the next token)
-and x(t + 1) is the token that came next. Its cache keeps one row per position whose TRUE
-feature is known and whose next token is committed. After a round the target hands over the
-features of the positions it kept, and the next proposal first feeds the pairs the cache does
-not hold yet: its catch-up. You write which pairs those are.
-
-    position t :    0       1     ...    n-2
-    token in   :  x(1)    x(2)    ...   x(n-1)      (the token AFTER position t)
-    feature in :  f(0)    f(1)    ...   f(n-2)      (the target's feature AT position t)
+The setting. An EAGLE drafter's block reads one fused row per position t: the embedding of
+a token and a feature of the target's, f(t), the residual stream after its last block at
+position t (what the target's output layer reads to score its next token). Its cache keeps
+one row per position t whose TRUE feature is known (the target's, not the drafter's own
+guess) and whose row the block can build from committed tokens only. After a round the
+target hands over the features of the positions it kept, and the next proposal first feeds
+the rows its cache does not hold yet: its catch-up. You choose those rows: for each, the
+token and the feature it fuses.
 
 The contract (`reference.eagle.EagleDrafter` feeds the same, in `prefill` and at the start of
 `propose`):
@@ -34,30 +37,42 @@ The contract (`reference.eagle.EagleDrafter` feeds the same, in `prefill` and at
     features  [m, C] float32 array: the target's features f(0..m-1) handed over so far.
               m = n - 1 after a round (every position but the last, whose token was just
               drawn); at prefill the drafter is handed the prompt less its last token and
-              knows one feature more, m = n: f(n - 1) scored a token not in `context` yet
-    cached    int >= 0: the pairs the drafter's cache already holds, t = 0..cached - 1
+              knows one feature more, m = n
+    cached    int >= 0: the rows the drafter's cache already holds, positions 0..cached - 1
               (fed in earlier rounds, or at prefill)
 
-    returns a tuple of two numpy arrays, one entry per pair t = cached, ..., min(n-1, m) - 1
-    (a pair needs both its token x(t + 1) and its feature f(t)), in that order:
-    tokens    [r] int: tokens[i] = x(t + 1) = context[t + 1]
-    feats     [r, C]: feats[i] = f(t) = features[t], the rows unchanged
+    returns a tuple of two numpy arrays, one entry per row to feed, in the order of their
+    positions:
+    tokens    [r] int: the token each row fuses (one of context's)
+    feats     [r, C]: the feature each row fuses (one of features' rows, unchanged)
     r may be 0: then tokens is empty and feats has shape [0, C].
 
-An example: context = [7, 3, 9, 4, 6] (n = 5), features f(0..3) (m = 4), cached = 2 (the
-round before started from [7, 3, 9] with the cache holding t = 0, 1; it kept its draft 4 and
-added 6, so two pairs are new):
+What a right answer keeps (what the grader holds you to):
 
-    t = 2: (x(3) = 4, f(2))     t = 3: (x(4) = 6, f(3))
-    tokens = [4, 6], feats = features[[2, 3]]
+* each row fuses a feature with the token EAGLE's block reads beside it (which one: what
+  has the feature at a position already read, and what was sampled from it?);
+* a row the cache already holds is never fed again;
+* every row that can be built is fed: all its inputs known, its feature a true one and its
+  token committed; none that cannot (a token not in context yet, a feature not handed over);
+* after it, proposing from the drafter gives the reference's drafts, bit for bit.
+
+Two examples (features' row t is filled with the number t, so you can read which row went):
+
+    context = [7, 3, 9, 4, 6], features = 4 rows [[0., 0.], [1., 1.], [2., 2.], [3., 3.]],
+    cached = 2 (the round before started from [7, 3, 9]; it kept its draft 4 and added 6)
+      -> tokens = [4, 6], feats = [[2., 2.], [3., 3.]]
+
+    at prefill: context = [5, 8, 2], features = 3 rows [[0., 0.], [1., 1.], [2., 2.]],
+    cached = 0
+      -> tokens = [8, 2], feats = [[0., 0.], [1., 1.]]
 
 Things the grader catches (each a mistake it was tested on):
 
-* the feature one position off: x(t + 1) with f(t + 1), or with f(t - 1);
-* the tokens not shifted: x(t) with f(t) (f(t) has already read x(t));
-* pairs the cache already holds fed again (starting at t = 0 instead of t = cached);
-* the last pair dropped, (x(n - 1), f(n - 2)): the token just committed;
-* at prefill, a pair for the last feature, whose next token is not in the context.
+* the feature one position off, in either direction;
+* the tokens not shifted against the features (what has a feature already read?);
+* rows the cache already holds fed again (starting over from the first position);
+* the last row dropped: the one that fuses the token just committed;
+* at prefill, a row for the last feature, whose token is not in the context yet.
 
 You may use numpy only; do not import `reference` (that would grade the reference).
 A worked solution is in solutions/eagle_align_solution.py — try first.

@@ -1,6 +1,11 @@
 """Exercise: write the speculative loop yourself -- the round and the run around it -- then let
 the oracle grade it.
 
+Read first: notebook 06 (both caches through many rounds: what each holds before and after
+a round, and why the draft sometimes has two tokens to catch up) and notebook 07 (the round,
+end to end). They give the picture and check the pointers on real runs; the counts your loop
+commits, and what it feeds each model, are for you to work out from them.
+
 Grade your function from the repository root (8 000 runs of your loop when it is right, far
 fewer when it is not; README.md beside this file gives each exercise's grading time, measured):
 
@@ -51,35 +56,47 @@ What you may use from `reference` (the pieces; the loop is yours):
     verify(p, q, drafts, rng)       p [k+1, V], q [k, V], drafts [k] -> Verification with
                                     .accepted (0..k) and .token (the correction or the bonus)
 
-One round, with `context` = every committed token (prompt + output so far); its last token is
-in neither cache yet (before round 1, prefill fed both models the prompt minus its last token):
+What a correct loop keeps true (what the grader's runs expose when it does not):
 
-    1. k_round = min(k, remaining - 1)   a round emits up to k_round + 1 tokens: never draft
-                                         what could not be emitted (none when one is left)
-    2. draft      feed the draft model context[cache.length:] -- one token, or two after a
-                  round that kept all its drafts (the catch-up: it never fed its own x_k) --
-                  then sample x_1 from q_1, feed x_1, sample x_2 from q_2, ... (x_k is never
-                  fed: nobody needs q_{k+1})
-    3. target     ONE forward over context[cache.length:] + [x_1..x_k]; its last k+1 rows,
-                  through `probabilities`, are p_1..p_{k+1} (row k+1: the bonus row)
-    4. verify     a = accepted drafts, t = the next token
-    5. caches     target: commit its catch-up token + a drafts (a + 1 slots), roll back the
-                  rest; draft: commit its catch-up tokens + the accepted drafts it fed,
-                  min(a, k_round - 1) (none when k_round = 0), roll back the rest.
-                  t is in neither cache: the next round feeds it
-    6. emit       x_1..x_a + [t], cut just after the first EOS and at max_new_tokens; stop at
-                  EOS or at the limit
+* at the start of every round, the target's cache holds, committed, exactly the context
+  (prompt + output so far) without its last token, and nothing temporary: its rows are
+  those a fresh prefill of these tokens would give, never a rejected draft's;
+* the draft's cache holds, committed, the context without its last one or two tokens (two
+  after a round that kept every draft: the draft never fed its own last guess), nothing
+  temporary, never a rejected draft;
+* a round feeds each model only the committed tokens its cache lacks, then the drafts it
+  needs: the draft model feeds each draft it must condition the next one on, the target
+  judges every draft in ONE forward pass, its rows through `probabilities`;
+* verify is given, for each draft, the row of q it was really drawn from and the target's
+  row for that draft's position, plus the bonus row after the last draft;
+* a round never drafts a token that could not be emitted (it emits up to one token more
+  than it drafts), and emits the kept drafts and verify's token, cut just after the first
+  EOS and at max_new_tokens; the run stops at EOS or at the limit;
+* stats.accepted_per_round records the drafts kept in each round (not the tokens emitted).
+
+A worked example (prompt 0 1 2, k = 3, max_new_tokens = 10; the tokens are made up):
+
+    before round 1   both caches hold 0 1 (prefill: the prompt without its last token)
+    round 1          drafts 4 1 3; verify keeps 1 draft, then gives 2: emits 4 2
+                     after: target cache 0 1 2 4, draft cache 0 1 2 4; context 0 1 2 4 2
+    round 2          drafts 3 3 0; verify keeps all 3, bonus 1: emits 3 3 0 1
+                     after: target cache 0 1 2 4 2 3 3 0 (8 committed),
+                            draft cache 0 1 2 4 2 3 3 (7: it never fed the draft 0)
+    round 3          the draft model first feeds 0 1, the target 1; 6 tokens emitted, so
+                     up to 4 are left: 3 drafts. Had max_new_tokens been 7, one token would
+                     be left: no draft at all, the target's row alone gives it.
+    accepted_per_round = [1, 3, ...]
 
 Traps the grader catches (each is a broken loop it is tested against):
 
-* not rolling back the target's cache, or committing k slots instead of a + 1: the next pass
-  attends to rejected drafts (greedy: a wrong token right after a rejection);
+* a target cache that still holds rejected drafts, or one that dropped the last kept one:
+  the next pass attends to the wrong tokens (greedy: a wrong token right after a rejection);
 * no catch-up: feeding the draft model only the last token leaves it one position behind
   after a round that kept every draft (the tokens stay right; the kept counts do not);
 * drafting k when fewer tokens are left (round 2's kept count is then impossible);
 * ignoring EOS, or keeping the tokens after it; more than max_new_tokens tokens;
 * sampling applied to one side only; a q other than the row each draft was drawn from;
-* committing the draft's x_k, which it never fed (the cache refuses: a crash).
+* committing a draft the draft model never fed (the cache refuses: a crash).
 
 The scaffold below splits the round into five helpers; write them one at a time (the checks
 at the bottom of this file test each one), then the loop. A worked solution is in
@@ -120,13 +137,13 @@ def prefill(model, cache, prompt: np.ndarray) -> None:
 
 def draft(draft_model, cache, context: np.ndarray, k: int, sampling, rng):
     # context [n] -> (drafts [k] int64, q [k, V], fed: the catch-up tokens fed before x_1)
-    # feed context[cache.length:], then x_1..x_{k-1} one at a time; k = 0: feed nothing
+    # x_i ~ q_i, the draft's row given the context and x_1..x_{i-1}; k = 0: feed nothing
     raise NotImplementedError(f"draft: {TODO}")
 
 
 def target_rows(target, cache, context: np.ndarray, drafts: np.ndarray, sampling):
     # context [n], drafts [k] -> (p [k+1, V], fed: the catch-up tokens fed before x_1)
-    # ONE forward over context[cache.length:] + drafts; keep the last k+1 rows
+    # ONE forward pass; p[i] is the target's row for x_{i+1}'s position, p[k] the bonus row
     raise NotImplementedError(f"target_rows: {TODO}")
 
 
@@ -153,8 +170,8 @@ def speculative_generate(
 ) -> LoopResult:
     # prompt [n] -> LoopResult(tokens [<= max_new_tokens], stats.accepted_per_round)
     # Two caches of your own (target.new_cache(), drafter.model.new_cache()), both prefilled;
-    # then rounds until EOS or the limit: k_round, draft, target_rows, verify, end_round on
-    # both caches, emitted; record the accepted count and extend the context.
+    # then rounds until EOS or the limit: how many to draft, draft, target_rows, verify,
+    # end_round on both caches, emitted; record the accepted count and extend the context.
     raise NotImplementedError(f"speculative_generate: {TODO}")
 
 

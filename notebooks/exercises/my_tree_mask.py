@@ -4,9 +4,14 @@ Grade your function from the repository root (about a second):
 
     .venv/bin/specdec grade notebooks/exercises/my_tree_mask.py:tree_attention
 
+When: after notebook 11 §1 (one round of a tree, step by step) and before its §2 and §4,
+which lay the pass and the compaction out: they are the place to check your reasoning
+afterwards. What you need from before: notebook 02's causal mask after cached slots, and
+notebook 06's commit and rollback.
+
 A tree of candidates is verified by ONE target pass: every node is fed at once, each in a slot
-of its own, and the mask and the position ids make each node's row what a plain forward of
-its own path would give. After the walk (verify_tree) only the accepted path survives, and
+of its own, and the mask and the position ids must make each node's row what a plain forward
+of its own path would give. After the walk (verify_tree) only the accepted path survives, and
 its entries are moved next to the committed ones. You write the bookkeeping of both steps.
 The grader answers three questions, each scored on its own (tree-mask, tree-positions,
 tree-compaction), on a lone root, a chain, a star, notebook 11's shape and 300 random trees.
@@ -25,15 +30,23 @@ and forward.tree_placement, compaction.kept_slots):
              excluded), each a child of the one before; may be empty
 
     returns a tuple of four numpy arrays:
-    mask      [n, length + n] bool: mask[i, j] = node i may attend to cache slot j:
-                j < length:     True (every node sees every committed slot)
-                j = length + a: node a is node i itself or one of its ancestors
-    positions [n] int: node i's position id, length + depth(i), where depth(i) is the number
-              of edges from node i up to the root (the root's is 0)
+    mask      [n, length + n] bool: mask[i, j] = node i may attend to cache slot j (the
+              committed slots first, then the pass's n slots, node a's at length + a)
+    positions [n] int: node i's position id
     kept      [r] int, r = 1 + len(path): the cache slots whose K/V survive, in the order
-              they end up: the root's slot first, then the slot of each node of the path
-    moved_to  [r] int: the slot kept[t] is copied to: length + t (the path, gathered right
-              after the committed slots; `commit(r)` then keeps them as a chain round would)
+              they end up
+    moved_to  [r] int: the slot kept[t] is copied to
+
+What a right answer keeps (what each family checks):
+
+* tree-mask and tree-positions: node i's output row, in the one pass, equals the last row of
+  a plain causal forward over the committed tokens followed by the path from the root down
+  to node i — as if the target had read that path alone, at the positions it would have
+  there. So a node reads what that forward reads, and nothing of a node off its path;
+* tree-compaction: after the copies, `commit(r)` must leave the cache as a prefill of the
+  committed tokens, the root and the accepted path would: their K/V in consecutive slots
+  from `length` on, in that order (each slot was already computed at the right position,
+  seeing the right context: it only has to be moved).
 
 An example: parents [-1, 0, 0, 1], length 2, path [1, 3] (the root has children 1 and 2;
 node 3 is node 1's child; 1 and then 3 were accepted):
@@ -45,10 +58,11 @@ node 3 is node 1's child; 1 and then 3 were accepted):
 
 Things to get right (each one is a mistake the grader names):
 
-* siblings are guesses for the same next token: none sees another, and they share a position;
-* a node sees itself and every ancestor up to the root, not only its parent;
-* the committed slots are seen by every node (the mask has length + n columns);
-* the root is kept (this pass is what wrote it to the cache), first, then the path in order.
+* siblings are guesses for the same next token: what does one see of the other, and where
+  do they sit?
+* a node deeper than 1 (what does a plain forward of its path read besides its parent?);
+* the committed slots (the mask has length + n columns);
+* the root (which pass wrote it to the cache?), and the order of what is kept.
 
 You may use numpy only; do not import `reference.tree` (that would grade the reference).
 A worked solution is in solutions/tree_mask_solution.py — try first.

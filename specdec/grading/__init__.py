@@ -33,6 +33,7 @@ The layers (tests/grader/test_layers.py holds them to this):
     exercises/      __init__.py: the registry (stdlib only); then one folder per exercise,
                     holding its checks, cases and hints: cache/ sampling/ loop/ speedup/
                     verify/ lookup/ tree/ tree_mask/ callables/ batch/ eagle_align/
+                    eagle_block/ eagle_ttt/ eagle_tree/
     delivery/       how a grade reaches people: cli.py (`specdec grade`), classroom.py
                     (`specdec grade-class`), gradescope.py (the autograder zip and its run)
 

@@ -34,10 +34,17 @@ from reference.speculative import speculative_generate
 # the tree_mask exercise's expected answers, as the reference's pass and compaction compute
 # them: the slots a node sees (ancestor_mask, below), its position, the slots a path keeps
 from reference.tree.compaction import kept_slots
-from reference.tree.forward import position_ids
 
-# handed to a submitted verify_tree: the reference's own Tree, the contract's type
-from reference.tree.shape import Tree, ancestor_mask
+# the eagle_tree exercise's real EAGLE-2 drafter, whose growth the submission's replaces
+# (exercises/eagle_tree/round.py): its block's tree pass (chain_parents, tree_forward_rows),
+# and the reference's tree loop; position_ids is the tree_mask exercise's (above)
+from reference.tree.eagle import EagleTreeDrafter
+from reference.tree.forward import chain_parents, position_ids, tree_forward_rows
+from reference.tree.loop import tree_speculative_generate
+
+# handed to a submitted verify_tree: the reference's own Tree, the contract's type (and the
+# draws of its nodes, for the trees the eagle_tree exercise builds)
+from reference.tree.shape import POINT, ROOT, Tree, ancestor_mask
 
 # what a submitted verify's answer becomes inside the reference loop
 from reference.verification import Verification
@@ -54,12 +61,16 @@ __all__ = [
     "Draft",
     "Drafter",
     "EagleDrafter",
+    "EagleTreeDrafter",
     "GPTConfig",
     "ModelDrafter",
+    "POINT",
+    "ROOT",
     "SamplingParams",
     "Tree",
     "Verification",
     "ancestor_mask",
+    "chain_parents",
     "expected_tokens_per_round",
     "init_eagle_params",
     "init_params",
@@ -69,4 +80,6 @@ __all__ = [
     "predicted_speedup",
     "probabilities",
     "speculative_generate",
+    "tree_forward_rows",
+    "tree_speculative_generate",
 ]

@@ -235,71 +235,113 @@ def greedy_by_tiny_temperature(logits, temperature, top_k=None, top_p=None):
 
 # --------------------------------------------------------------------------------------------
 # Speedup: plan_k(alpha, c, v, k_max) -> (best_k, expected_tokens, speedups)
+# alpha: one rate or [k_max] rates by position; v: one figure for a pass over 2 or more
+# positions, or [k_max + 1] with v[j] = v(j + 1), v[0] = 1
 # --------------------------------------------------------------------------------------------
 
 
-def costs(v, k_max: int) -> np.ndarray:  # -> [k_max + 1]: v(k+1) for each k
-    return np.broadcast_to(np.asarray(v, dtype=np.float64), (k_max + 1,))
+def rates(alpha, k_max: int) -> np.ndarray:  # -> [k_max]: the rate of draft j + 1
+    return np.broadcast_to(np.asarray(alpha, dtype=np.float64), (k_max,))
 
 
-def good_tokens(alpha: float, k: np.ndarray) -> np.ndarray:  # [n] -> [n]
-    return k + 1.0 if alpha == 1.0 else (1 - alpha ** (k + 1.0)) / (1 - alpha)
+def passes(v, k_max: int) -> np.ndarray:  # -> [k_max + 1]: v(k + 1) for each k, v(1) = 1
+    if np.ndim(v) == 0:
+        return np.where(np.arange(k_max + 1) == 0, 1.0, float(v))
+    return np.asarray(v, dtype=np.float64)
+
+
+def good_tokens(alpha, k_max: int) -> np.ndarray:  # -> [k_max + 1]
+    return 1.0 + np.concatenate([[0.0], np.cumsum(np.cumprod(rates(alpha, k_max)))])
+
+
+def plan(tokens, c, cost, k_max):
+    k = np.arange(k_max + 1)
+    speedups = tokens / (k * c + cost)
+    return int(np.argmax(speedups)), tokens, speedups
 
 
 def exponent_off_by_one(alpha, c, v, k_max):
-    """E = (1 - alpha^k) / (1 - alpha)."""
+    """One rate: E = (1 - alpha^k) / (1 - alpha); by position: the last term dropped."""
     k = np.arange(k_max + 1)
-    tokens = k * 1.0 if alpha == 1.0 else (1 - alpha ** k.astype(float)) / (1 - alpha)
-    speedups = tokens / (k * c + costs(v, k_max))
-    return int(np.argmax(speedups)), tokens, speedups
+    if np.ndim(alpha) == 0:
+        tokens = k * 1.0 if alpha == 1.0 else (1 - alpha ** k.astype(float)) / (1 - alpha)
+    else:
+        tokens = good_tokens(alpha, k_max) - np.r_[1.0, np.cumprod(rates(alpha, k_max))]
+    return plan(tokens, c, passes(v, k_max), k_max)
 
 
 def forgets_bonus_token(alpha, c, v, k_max):
-    """Counts the accepted drafts only: E = alpha + ... + alpha^k."""
-    k = np.arange(k_max + 1)
-    tokens = good_tokens(alpha, k) - 1
-    speedups = tokens / (k * c + costs(v, k_max))
-    return int(np.argmax(speedups)), tokens, speedups
+    """Counts the accepted drafts only: E - 1."""
+    return plan(good_tokens(alpha, k_max) - 1, c, passes(v, k_max), k_max)
 
 
 def ignores_v(alpha, c, v, k_max):
     """Leviathan's k c + 1 whatever v says."""
-    k = np.arange(k_max + 1)
-    tokens = good_tokens(alpha, k)
-    speedups = tokens / (k * c + 1)
-    return int(np.argmax(speedups)), tokens, speedups
+    return plan(good_tokens(alpha, k_max), c, 1.0, k_max)
+
+
+def prices_plain_decoding_at_v(alpha, c, v, k_max):
+    """k = 0 priced at v, as the exercise once did: plain decoding's 'speedup' is 1 / v."""
+    cost = passes(v, k_max).copy()
+    if np.ndim(v) == 0:
+        cost[0] = v
+    return plan(good_tokens(alpha, k_max), c, cost, k_max)
+
+
+def adds_the_rates(alpha, c, v, k_max):
+    """Every draft counted with its own rate, as if each were judged: 1 + alpha[0] + ..."""
+    tokens = 1.0 + np.concatenate([[0.0], np.cumsum(rates(alpha, k_max))])
+    return plan(tokens, c, passes(v, k_max), k_max)
+
+
+def pools_the_rates(alpha, c, v, k_max):
+    """The closed form for one rate, with the mean of the first k rates."""
+    r, tokens = rates(alpha, k_max), [1.0]
+    for k in range(1, k_max + 1):
+        mean = r[:k].mean()
+        tokens.append(k + 1.0 if mean == 1.0 else (1 - mean ** (k + 1)) / (1 - mean))
+    return plan(np.array(tokens), c, passes(v, k_max), k_max)
+
+
+def reads_rates_one_late(alpha, c, v, k_max):
+    """alpha[i] read for the i-th draft (1-based): alpha[1] for the first."""
+    if np.ndim(alpha) == 0:
+        return plan(good_tokens(alpha, k_max), c, passes(v, k_max), k_max)
+    tokens, reach = [1.0], 1.0
+    for i in range(1, k_max + 1):
+        reach *= alpha[i]
+        tokens.append(tokens[-1] + reach)
+    return plan(np.array(tokens), c, passes(v, k_max), k_max)
 
 
 def alpha_one_zero_division(alpha, c, v, k_max):
-    """The closed form in Python floats, alpha = 1 not set apart."""
-    vs = costs(v, k_max)
+    """The closed form in Python floats for one rate, alpha = 1 not set apart."""
+    if np.ndim(alpha) != 0:
+        return plan(good_tokens(alpha, k_max), c, passes(v, k_max), k_max)
     tokens = [(1 - alpha ** (k + 1)) / (1 - alpha) for k in range(k_max + 1)]
-    speedups = [e / (k * c + vs[k]) for k, e in enumerate(tokens)]
-    return int(np.argmax(speedups)), np.array(tokens), np.array(speedups)
+    return plan(np.array(tokens), c, passes(v, k_max), k_max)
 
 
 def alpha_one_nan(alpha, c, v, k_max):
-    """The closed form in numpy, alpha = 1 not set apart (0 / 0 = NaN)."""
+    """The closed form in numpy for one rate, alpha = 1 not set apart (0 / 0 = NaN)."""
+    if np.ndim(alpha) != 0:
+        return plan(good_tokens(alpha, k_max), c, passes(v, k_max), k_max)
     k = np.arange(k_max + 1)
     with np.errstate(invalid="ignore", divide="ignore"):
         tokens = (1 - np.float64(alpha) ** (k + 1)) / (1 - np.float64(alpha))
-    speedups = tokens / (k * c + costs(v, k_max))
+    speedups = tokens / (k * c + passes(v, k_max))
     return int(np.nanargmax(speedups)) if np.isfinite(speedups).any() else 0, tokens, speedups
 
 
 def best_of_tokens(alpha, c, v, k_max):
     """Picks the k with the most tokens per round."""
-    k = np.arange(k_max + 1)
-    tokens = good_tokens(alpha, k)
-    speedups = tokens / (k * c + costs(v, k_max))
+    _, tokens, speedups = plan(good_tokens(alpha, k_max), c, passes(v, k_max), k_max)
     return int(np.argmax(tokens)), tokens, speedups
 
 
 def ties_to_largest_k(alpha, c, v, k_max):
     """Keeps the last of equal speedups (>= in the running maximum)."""
-    k = np.arange(k_max + 1)
-    tokens = good_tokens(alpha, k)
-    speedups = tokens / (k * c + costs(v, k_max))
+    _, tokens, speedups = plan(good_tokens(alpha, k_max), c, passes(v, k_max), k_max)
     best = 0
     for j in range(k_max + 1):
         if speedups[j] >= speedups[best]:
@@ -309,37 +351,32 @@ def ties_to_largest_k(alpha, c, v, k_max):
 
 def skips_k_zero(alpha, c, v, k_max):
     """Looks for the best k in 1..k_max only (plain decoding is no candidate)."""
-    k = np.arange(k_max + 1)
-    tokens = good_tokens(alpha, k)
-    speedups = tokens / (k * c + costs(v, k_max))
+    _, tokens, speedups = plan(good_tokens(alpha, k_max), c, passes(v, k_max), k_max)
     return (1 + int(np.argmax(speedups[1:])) if k_max else 0), tokens, speedups
 
 
 def v_read_at_k_plus_1(alpha, c, v, k_max):
     """Reads a measured v's entry for k at index k + 1 (v(k+1) taken as v[k+1])."""
-    k = np.arange(k_max + 1)
-    tokens = good_tokens(alpha, k)
-    if np.isscalar(v):
-        speedups = tokens / (k * c + v)
-    else:
-        speedups = np.array([tokens[j] / (j * c + v[j + 1]) for j in range(k_max + 1)])
+    tokens = good_tokens(alpha, k_max)
+    if np.ndim(v) == 0:
+        return plan(tokens, c, passes(v, k_max), k_max)
+    speedups = np.array([tokens[j] / (j * c + v[j + 1]) for j in range(k_max + 1)])
     return int(np.argmax(speedups)), tokens, speedups
 
 
 def bonus_only_when_all_kept(alpha, c, v, k_max):
     """Counts the target's token only as the bonus (all k kept), not the correction after a
-    rejection: E = alpha + ... + alpha^k + alpha^k."""
-    k = np.arange(k_max + 1)
-    tokens = good_tokens(alpha, k) - 1 + float(alpha) ** k
-    speedups = tokens / (k * c + costs(v, k_max))
-    return int(np.argmax(speedups)), tokens, speedups
+    rejection: E - 1 + P(all k kept)."""
+    reach = np.r_[1.0, np.cumprod(rates(alpha, k_max))]
+    return plan(good_tokens(alpha, k_max) - 1 + reach, c, passes(v, k_max), k_max)
 
 
 def verify_pass_over_k_positions(alpha, c, v, k_max):
-    """Prices the verification pass at v(k) (rows for the k drafts only, none for the bonus):
-    v[k - 1], which numpy reads as v[-1] at k = 0."""
+    """Prices the verification pass for k positions (rows for the k drafts only, none for the
+    bonus): v(k), so 1 at k = 1; numpy reads v[k - 1] as v[-1] at k = 0."""
     k = np.arange(k_max + 1)
-    tokens = good_tokens(alpha, k)
-    vs = costs(v, k_max)
-    speedups = tokens / (k * c + vs[k - 1])
-    return int(np.argmax(speedups)), tokens, speedups
+    if np.ndim(v) == 0:
+        cost = np.where(k <= 1, 1.0, float(v))
+    else:
+        cost = np.asarray(v, dtype=np.float64)[k - 1]
+    return plan(good_tokens(alpha, k_max), c, cost, k_max)

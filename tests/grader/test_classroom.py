@@ -301,3 +301,61 @@ def test_grade_help_names_the_gradescope_build_and_grade_class(capsys):
     text = capsys.readouterr().out
     assert "python -m specdec.grading.delivery.gradescope build" in text
     assert "specdec grade-class" in text and "--timeout S" in text
+
+
+# --------------------------------------------------------------------------------------------
+# The EAGLE exercises, graded as a class
+# --------------------------------------------------------------------------------------------
+
+# kind -> (the function, a broken variant of tests/grader/broken_<kind>.py, its score /10, the
+# family its first failure names, the header of the table)
+EAGLE_CLASSES = {
+    "eagle_block": (
+        "eagle_block_forward",
+        "position_embedding_added",
+        "0",
+        "eagle-block/",
+        "| eagle-block /7 | eagle-block-round /3 |",
+    ),
+    "eagle_ttt": (
+        "training_time_test_step",
+        "own_output_detached",
+        "6",
+        "ttt-gradients/",
+        "| ttt-inputs /3 | ttt-loss /3 | ttt-gradients /4 |",
+    ),
+    "eagle_tree": (
+        "grow_eagle_tree",
+        "first_created_kept",
+        "0",
+        "eagle-tree/",
+        "| eagle-tree /7 | eagle-tree-round /3 |",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", EAGLE_CLASSES)
+def test_an_eagle_exercise_graded_as_a_class(kind, tmp_path):
+    # two students: the worked solution, and a broken variant (its module, the variant named
+    # as the exercise's function); graded with --exercise KIND, each scored per family
+    function, variant, score, failure, header = EAGLE_CLASSES[kind]
+    folder, out = tmp_path / "class", tmp_path / "grades"
+    folder.mkdir()
+    solution = REPO / "notebooks" / "exercises" / "solutions" / f"{kind}_solution.py"
+    (folder / "ann.py").write_text(solution.read_text())
+    broken_module = (Path(__file__).parent / f"broken_{kind}.py").read_text()
+    (folder / "bob.py").write_text(f"{broken_module}\n\n{function} = {variant}\n")
+    argv = [str(folder), "--exercise", kind, "--jobs", "2", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "specdec.grading.delivery.classroom", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = rows_of(out)
+    assert rows["ann"]["score"] == "10" and rows["ann"]["passed"] == "yes", rows["ann"]
+    assert rows["bob"]["score"] == score and rows["bob"]["passed"] == "no", rows["bob"]
+    assert rows["bob"]["first_failure"].startswith(failure), rows["bob"]
+    assert header in (out / "grades.md").read_text().splitlines()[0]

@@ -39,6 +39,7 @@ def test_each_zip_holds_its_exercise_only_and_what_exists():
     assert not any(f.startswith("reference/") or "verify" in f for f in cache)
     assert requirements(replace(GradingConfig(), kind="cache")).split() == [
         f"numpy=={metadata.version('numpy')}",
+        f"scipy=={metadata.version('scipy')}",
         f"threadpoolctl=={metadata.version('threadpoolctl')}",
     ]
     for kind in KINDS:

@@ -23,6 +23,9 @@ QUICK = (
     "tree_mask",
     "batch",
     "eagle_align",
+    "eagle_block",
+    "eagle_ttt",
+    "eagle_tree",
 )
 
 

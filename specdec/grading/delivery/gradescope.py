@@ -28,6 +28,7 @@ import sys
 import time
 import zipfile
 from dataclasses import dataclass, replace
+from importlib import metadata
 from pathlib import Path
 
 from specdec.grading.delivery.cli import GRADER_FAILED, GRADER_FAILED_EXIT
@@ -50,6 +51,9 @@ SOURCE = Path(__file__).resolve().parents[3]  # the repository, or the zip's /au
 # what run_autograder runs (`python -m specdec.grading.delivery.gradescope run`), and the
 # child that grades (`python -m specdec.grading`)
 ENTRY_POINTS = ("specdec/grading/delivery/gradescope.py", "specdec/grading/__main__.py")
+# offered to a submission where installed, not shipped in a zip's requirements (~1 GB): a
+# teacher who wants it lists it in grading.toml's `libraries`
+NOT_SHIPPED = ("torch",)
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, while it builds the autograder's image: the network is
@@ -127,10 +131,15 @@ def source_files(config: GradingConfig | None = None) -> list[Path]:
 
 
 def requirements(config: GradingConfig | None = None) -> str:
-    """requirements.txt: each third-party package the grader imports, pinned to the version
-    installed here (the one the tests ran with)."""
-    modules = grader_closure(config or GradingConfig()).third_party
-    return "".join(f"{pin}\n" for pin in sorted(distributions(modules).values()))
+    """requirements.txt: each third-party package the grader imports, and each library a
+    submission is offered (its exercise's, but torch: NOT_SHIPPED; the config's `libraries`),
+    pinned to the version installed here (the one the tests ran with)."""
+    config = config or GradingConfig()
+    pins = set(distributions(grader_closure(config).third_party).values())
+    offered = [n for k in graded_kinds(config) for n in exercise_of(k).libraries]
+    offered = [n for n in offered if n not in NOT_SHIPPED] + list(config.libraries)
+    pins |= {f"{name}=={metadata.version(name)}" for name in offered}
+    return "".join(f"{pin}\n" for pin in sorted(pins, key=str.lower))
 
 
 def build(out: Path, config_path: str | Path | None = None, exercise: str | None = None) -> Path:

@@ -8,9 +8,11 @@ carries (the autograder's Python may predate `tomllib`).
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specdec.grading.engine.worker_setup import installed_distribution
 from specdec.grading.exercises import EXERCISES
 
 DEFAULT = Path(__file__).parents[1] / "grading.toml"  # specdec/grading/, where instructors find it
@@ -46,6 +48,13 @@ DEFAULT_WEIGHTS = {
     "batch-writes": FamilySetting(2.0),
     "eagle-pairs": FamilySetting(7.0),
     "eagle-round": FamilySetting(3.0),
+    "eagle-block": FamilySetting(7.0),
+    "eagle-block-round": FamilySetting(3.0),
+    "ttt-inputs": FamilySetting(3.0),
+    "ttt-loss": FamilySetting(3.0),
+    "ttt-gradients": FamilySetting(4.0),
+    "eagle-tree": FamilySetting(7.0),
+    "eagle-tree-round": FamilySetting(3.0),
 }
 
 
@@ -60,6 +69,9 @@ class GradingConfig:
     policy: str = "shrink"
     visibility: str = "visible"
     stdout_visibility: str = "hidden"
+    # installed distributions a submitted file may import, beside its exercise's own (numpy,
+    # scipy, torch): offered to its worker, pinned in the Gradescope zip's requirements
+    libraries: tuple[str, ...] = ()
     families: dict[str, FamilySetting] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
 
     def setting(self, family: str) -> FamilySetting:
@@ -110,6 +122,8 @@ def config_from_dict(data: dict, where: str = "config") -> GradingConfig:
         if unknown:
             raise ValueError(f"{where}: families.{name} has unknown keys {sorted(unknown)}")
         families[name] = FamilySetting(**{"weight": 1.0, **setting})
+    if "libraries" in data:
+        data["libraries"] = libraries_of(data["libraries"], where)
     known = set(GradingConfig.__dataclass_fields__) - {"families"}
     unknown = set(data) - known
     if unknown:
@@ -129,3 +143,20 @@ def config_from_dict(data: dict, where: str = "config") -> GradingConfig:
     if any(s.weight < 0 for s in families.values()) or config.timeout_s <= 0:
         raise ValueError(f"{where}: weights must be >= 0 and timeout_s > 0")
     return config
+
+
+def libraries_of(value, where: str = "config") -> tuple[str, ...]:
+    """grading.toml's `libraries` -> the installed distributions it names (a distribution's
+    name or the module it installs: "scikit-learn" or "sklearn"). Raises ValueError naming
+    each one that is not installed where the grader runs."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f'{where}: libraries must be a list of names, e.g. ["matplotlib"]')
+    found = {name: installed_distribution(name) for name in value}
+    missing = [name for name, dist in found.items() if dist is None]
+    if missing:
+        raise ValueError(
+            f"{where}: libraries {missing} are not installed where the grader runs "
+            f"({sys.executable}): install them there (pip install {' '.join(missing)}), or "
+            "check their spelling"
+        )
+    return tuple(dict.fromkeys(found.values()))

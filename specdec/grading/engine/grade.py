@@ -13,6 +13,7 @@ from pathlib import Path
 
 from specdec.grading.engine.config import GradingConfig
 from specdec.grading.engine.core import Grade, run_families
+from specdec.grading.engine.sandbox import offering
 from specdec.grading.engine.secret import secret_held
 from specdec.grading.engine.submission import load_submission
 from specdec.grading.exercises import families_of, revise_of
@@ -41,7 +42,8 @@ def grade(
     config = config or GradingConfig()
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=threads, user_api="blas"):
+    # the config's `libraries` are offered to the submission's worker, beside its exercise's
+    with threadpool_limits(limits=threads, user_api="blas"), offering(config.libraries):
         submission = load_submission(spec, kind, threads, isolated)
         try:
             with torch_threads(threads), secret_held():  # torch: the module may import it

@@ -9,6 +9,10 @@ then hold to the contract as before. A class (the cache exercise) comes back as 
 callable the grader hands over (a next-token callable) stays here, and the worker asks for each of
 its answers.
 
+The libraries are the exercise's (exercises/__init__.py: numpy, scipy, torch where installed) and
+grading.toml's `libraries` (`offering`); a module none of them holds is refused in words that name
+them and how a teacher adds one (`refusal`), not with a bare ModuleNotFoundError.
+
 Least privilege, where the system allows it:
 
 * run as root (Gradescope, a container), the worker runs as an unprivileged user of its own
@@ -42,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import weakref
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +69,7 @@ from specdec.grading.engine.worker_setup import (
     Claim,
     import_names,
     library_folder,
+    offered,
     record_worker,
     stop_on_sigterm,
     supervised,
@@ -73,6 +79,33 @@ from specdec.grading.engine.worker_setup import (
 
 STARTUP_S = 60.0  # the worker's own start (Python, NumPy): longer means something is wrong
 OUTPUT_KEPT = 20_000  # characters of what the submission printed, passed on
+# grading.toml's `libraries`: offered to every worker started while it is set (`offering`),
+# beside the libraries of the worker's exercise
+EXTRA_LIBRARIES: ContextVar[tuple[str, ...]] = ContextVar("extra_libraries", default=())
+
+
+@contextlib.contextmanager
+def offering(libraries: tuple[str, ...]):
+    """Offer `libraries` (installed distributions) to the workers started inside the block,
+    beside those an enclosing block offers (grade() offers its config's inside a caller's)."""
+    token = EXTRA_LIBRARIES.set(tuple(dict.fromkeys(EXTRA_LIBRARIES.get() + tuple(libraries))))
+    try:
+        yield
+    finally:
+        EXTRA_LIBRARIES.reset(token)
+
+
+def refusal(libraries: tuple[str, ...]) -> str:
+    """What a submission reads when it imports a module no library offered here holds (the
+    worker puts the module's name for {name}): the libraries it may import, and how a
+    teacher offers one more."""
+    names = ", ".join(offered(libraries)) or "no library"
+    return (
+        "No module named '{name}' in the grader: a submission of this exercise may import "
+        f"{names} and Python's standard library, nothing else. A teacher offers another "
+        'library with `libraries = ["{name}"]` in grading.toml (passed with --config to '
+        "specdec grade, grade-class or the Gradescope zip's build)"
+    )
 
 
 @dataclass(frozen=True)
@@ -181,6 +214,7 @@ class Sandbox:
         slot: int | None = None,
     ) -> None:
         self.file = Path(file).resolve()
+        libraries = tuple(dict.fromkeys([*libraries, *EXTRA_LIBRARIES.get()]))
         self.limits = limits or Limits()
         self.callbacks: dict[int, object] = {}
         self.sent: dict[int, object] = {}  # id -> the grader's object built in the worker
@@ -226,6 +260,7 @@ class Sandbox:
             "user": list(self.ids) if self.ids else None,
             "preload": [*import_names(libraries), *(f"reference.{p}" for p in pieces)],
             "scratch_mb": self.limits.scratch_mb,
+            "refusal": refusal(libraries),
         }
         if self.ids is not None:
             for path in (self.scratch, home, copy, room):

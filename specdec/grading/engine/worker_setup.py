@@ -93,6 +93,22 @@ def top_level_paths(name: str) -> list[Path]:
     return [p for p in paths if p.exists()]
 
 
+def installed_distribution(name: str) -> str | None:
+    """A library as a teacher names it (a distribution, `scikit-learn`, or the module it
+    installs, `sklearn`) -> the installed distribution's own name, or None if none is here."""
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError, ValueError):
+        return importlib.metadata.distribution(name).metadata["Name"]
+    providers = importlib.metadata.packages_distributions().get(name.replace("-", "_"), [])
+    return providers[0] if providers else None
+
+
+def offered(libraries: tuple[str, ...]) -> list[str]:
+    """The libraries among `libraries` a worker can offer here (installed: torch may not be),
+    by their distributions' names, for the words of a refused import."""
+    found = (installed_distribution(name) for name in libraries)
+    return list(dict.fromkeys(name for name in found if name))
+
+
 def import_names(libraries: tuple[str, ...]) -> list[str]:
     """The modules to import for each allowed distribution (its own name, as Python spells
     it): the worker imports them before it gives up root."""

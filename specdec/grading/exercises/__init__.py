@@ -34,9 +34,10 @@ class Exercise:
     rule_aware: bool = False  # `checks` also takes require_rule= (the config's): some of its
     # checks are the contract's rule, scored only where the rule is required
     # what the worker that runs a submitted file may import (specdec/grading/engine/sandbox.py):
-    # installed distributions (with what they require; torch when it is installed: a verify
-    # or a loop written in torch), and modules of `reference`
-    libraries: tuple[str, ...] = ("numpy", "torch")
+    # installed distributions (with what they require; scipy, and torch when it is installed:
+    # a verify or a loop written in torch), modules of `reference`, and what grading.toml's
+    # `libraries` adds
+    libraries: tuple[str, ...] = ("numpy", "scipy", "torch")
     pieces: tuple[str, ...] = ()
 
     @property
@@ -88,11 +89,12 @@ EXERCISES: tuple[Exercise, ...] = (
     ),
     Exercise(
         "speedup",
-        "the speedup, derived: E[tokens per round] and the best k for measured c and v",
+        "the speedup with a rate per draft position: E[tokens per round], the speedups "
+        "(plain decoding = 1) and the best k",
         "plan_k",
         "my_speedup.py",
         "speedup_solution.py",
-        "08_speedup_and_acceptance",
+        "07_full_run",
         ("speedup",),
         "specdec.grading.exercises.speedup.checks:speedup_families",
     ),
@@ -102,7 +104,7 @@ EXERCISES: tuple[Exercise, ...] = (
         "verify",
         "my_verify.py",
         "verify_solution.py",
-        "09_the_oracle",
+        "05_acceptance_rejection",
         ("law", "rule", "randomness", "in-loop"),
         "specdec.grading.exercises.verify.checks:verify_families",
         "specdec.grading.exercises.verify.checks:revise_verify_hints",
@@ -168,6 +170,36 @@ EXERCISES: tuple[Exercise, ...] = (
         "14_drafting_from_features",
         ("eagle-pairs", "eagle-round"),
         "specdec.grading.exercises.eagle_align.checks:eagle_align_families",
+    ),
+    Exercise(
+        "eagle_block",
+        "EAGLE's fused draft block: a token and a feature in, the next hidden state out",
+        "eagle_block_forward",
+        "my_eagle_block.py",
+        "eagle_block_solution.py",
+        "14_drafting_from_features",
+        ("eagle-block", "eagle-block-round"),
+        "specdec.grading.exercises.eagle_block.checks:eagle_block_families",
+    ),
+    Exercise(
+        "eagle_ttt",
+        "EAGLE-3's training-time test: the drafter unrolled on its own outputs, loss and gradients",
+        "training_time_test_step",
+        "my_eagle_ttt.py",
+        "eagle_ttt_solution.py",
+        "14_drafting_from_features",
+        ("ttt-inputs", "ttt-loss", "ttt-gradients"),
+        "specdec.grading.exercises.eagle_ttt.checks:eagle_ttt_families",
+    ),
+    Exercise(
+        "eagle_tree",
+        "EAGLE-2's dynamic tree: expand per level by confidence, re-rank, keep a budget",
+        "grow_eagle_tree",
+        "my_eagle_tree.py",
+        "eagle_tree_solution.py",
+        "14_drafting_from_features",
+        ("eagle-tree", "eagle-tree-round"),
+        "specdec.grading.exercises.eagle_tree.checks:eagle_tree_families",
     ),
 )
 

@@ -1,15 +1,16 @@
 """The worker: the only process where a submitted file runs, apart from everything that grades.
 
-The grading process (engine/sandbox.py) copies this file and the submission into a
-scratch folder and starts `python -I -S worker/worker.py`: no site-packages, no PYTHONPATH, no
-project on the path. sys.path holds the submission's folder, a folder of the libraries the
-exercise allows (NumPy, torch when installed; the loop's pieces of `reference`) and the
-standard library. Before the submission is imported the worker drops every inherited file but
-its two pipes, asks to die with its parent, run as root moves into a file tree of its own and
-gives up root (without CAP_SYS_ADMIN, or run as you: Landlock instead of the file tree), takes
-a seccomp filter, and limits itself (memory, CPU time, no new processes or threads, file size,
-open files); its "ready" message says which of these held (confinement.enter). Then it answers
-requests, one at a time:
+The grading process (engine/sandbox.py) copies this file and the submission into a scratch
+folder and starts `python -I -S worker/worker.py`: no site-packages, no PYTHONPATH, no project
+on the path. sys.path holds the submission's folder, a folder of the libraries the exercise
+allows (NumPy, SciPy, torch when installed, what grading.toml adds; the loop's pieces of
+`reference`) and the standard library; a module found in none of them is refused in the grader's
+words (`Worker.refused`). Before the submission is imported the worker drops every inherited
+file but its two pipes, asks to die with its parent, run as root moves into a file tree of its
+own and gives up root (without CAP_SYS_ADMIN, or run as you: Landlock instead of the file tree),
+takes a seccomp filter, and limits itself (memory, CPU time, no new processes or threads, file
+size, open files); its "ready" message says which of these held (confinement.enter). Then it
+answers requests, one at a time:
 
     load     import the file, find the function, say its name and signature
     call     call a function or a class (its inputs and outputs cross as plain data)
@@ -31,6 +32,7 @@ grading process copies the three into the scratch folder's `worker/`, without th
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
 import sys
@@ -89,6 +91,7 @@ class Worker:
         self.source = ""  # the submitted file, to find its frames in a traceback
         self.used: list[int] = []  # the generators the current call was given
         self.keys: dict[int, int] = {}  # id of a twin -> the grader's number for it
+        self.refusal = ""  # the words for a module no offered library holds ({name}: its name)
 
     # -- the messages ------------------------------------------------------------------------
 
@@ -285,6 +288,20 @@ class Worker:
 
     # -- errors ------------------------------------------------------------------------------
 
+    def refused(self, error: BaseException) -> str:
+        """A module the submission imported that is nowhere here -> the grader's words for it
+        (the libraries this exercise offers, how a teacher adds one); "" for any other error,
+        or a module that exists and failed for another reason."""
+        name = getattr(error, "name", None) if isinstance(error, ModuleNotFoundError) else None
+        top = name.partition(".")[0] if isinstance(name, str) else ""
+        if not (self.refusal and top.isidentifier()):
+            return ""
+        try:
+            found = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            found = None
+        return "" if found is not None else self.refusal.replace("{name}", top)
+
     def describe_error(self, error: BaseException) -> dict:
         frames = traceback.extract_tb(error.__traceback__)
         mine = [f for f in frames if self.source and f.filename == self.source]
@@ -293,7 +310,7 @@ class Worker:
         data = {
             "type": type(error).__name__[:200],  # still an identifier: cut to 100 there
             "builtin": type(error).__module__ == "builtins",
-            "message": short(str_of(error), 2000),
+            "message": short(self.refused(error) or str_of(error), 2000),
             "frames": [
                 [os.path.basename(f.filename), f.lineno or 0, f.name, f.line or ""]
                 for f in mine[-12:]
@@ -384,6 +401,7 @@ def main(argv: list[str]) -> int:
     confinement.limit(settings["limits"])
     sys.argv = [settings["file"]]
     worker = Worker(inbox, outbox)
+    worker.refusal = settings.get("refusal") or ""
     worker.send(("ready", held["user"], held))
     worker.serve()
     return 0

@@ -1,79 +1,113 @@
 """The checks of a submitted `plan_k(alpha, c, v, k_max) -> (best_k, expected_tokens, speedups)`.
 
 One family, every check exact (to a relative 1e-9): the function is arithmetic, so each of
-its three answers is held against the grader's, computed with `specdec.costs` (the formulas the
-notebooks use):
+its three answers is held against the grader's. The rates are per position: alpha[j] is the
+chance that a round's draft j + 1 is accepted given that the j drafts before it were (one
+float: the same rate everywhere, `specdec.costs`' E(alpha, k), the notebooks' model); the unit
+of cost is one target forward over one new position, so plain decoding (k = 0) costs 1 and
+its speedup is 1 whatever the passes over 2 or more positions cost:
 
-    E(alpha, k)  = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha)   (k + 1 at 1)
-    speedup(k)   = E(alpha, k) / (k c + v(k+1))        for k = 0 .. k_max
+    P(A >= i)    = alpha[0] alpha[1] ... alpha[i - 1]      A: the drafts a round accepts
+    E(k)         = 1 + P(A >= 1) + ... + P(A >= k)          the accepted drafts and one more
+    speedup(k)   = E(k) / (k c + v(k + 1)),  v(1) = 1       for k = 0 .. k_max
     best_k       = the k with the highest speedup, the smallest on ties
 
-The cases: alpha = 0.8 (best k inside the range), alpha = 0 (no draft is ever kept: plain
-decoding, k = 0, is best), alpha = 1 (every draft kept: the formula's 0/0), measured
-v(k+1) given as an array, exact ties (alpha = 0, c = 0) and k_max = 0, then a few hundred
-seeded random (alpha, c, v, k_max). A failure names the first wrong answer on its case and
-says which known mistake reproduces it (the exponent off by one, the target's token forgotten
-or counted only as the bonus, the pass priced at v(k) for k positions instead of v(k+1), v
-ignored, the argmax taken over tokens instead of speedups, ties, k = 0 left out). The skeleton
-gives the contract only (what a round emits and costs); the formulas above are the student's
-to derive, so the hints name a mistake and a case to check by hand rather than hand them out
-when no known mistake matches.
+The shown cases: one rate (alpha = 0.8, a pass that costs more than a step), alpha = 0 (plain
+decoding best), alpha = 1 (one rate: the closed form's 0/0), rates by position (falling ones,
+and notebook 08's alpha = [1, 0.5]), measured v(1..k_max + 1) as an array, exact ties and
+k_max = 0. Then N_RANDOM fresh cases drawn for each grading from its secret
+(engine/secret.py): a plan_k that answers the shown cases from a table fails them. A failure
+names the first wrong answer on its case and the known mistake that reproduces it (a term too
+few or too many, the target's token forgotten or counted only as the bonus, the rates added
+instead of chained, one pooled rate, plain decoding priced at v, the pass priced for k
+positions, v ignored, the argmax over tokens, ties, k = 0 left out). The skeleton gives the
+contract only; the formulas above are the student's to derive, so the hints name a mistake
+and a case to check by hand rather than hand them out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 
 import numpy as np
 
 from specdec.grading.engine.core import Check, Family, Outcome
 from specdec.grading.engine.quoting import one_line, shown_value
 from specdec.grading.engine.replies import whole_number
+from specdec.grading.engine.secret import grader_rng, grading_secret
 from specdec.grading.engine.submission import (
     Submission,
     SubmissionCrash,
     call_safely,
     show_inputs,
 )
-from specdec.grading.project import expected_tokens_per_round, predicted_speedup
+from specdec.grading.project import expected_tokens_per_round
 
 RTOL, ATOL = 1e-9, 1e-12
 COMMAND = "plan_k"
+Figures = float | tuple[float, ...]  # one figure, or one per position
 
 
 @dataclass(frozen=True)
 class Case:
-    alpha: float  # per-draft acceptance, in [0, 1]
+    alpha: Figures  # acceptance: one rate, or alpha[j] for the round's draft j + 1
     c: float  # a draft step, in target steps
-    v: float | tuple[float, ...]  # the verification pass: one figure, or v[k] = v(k+1)
+    v: Figures  # a pass over 2 or more positions: one figure, or v[j] = v(j + 1), v[0] = 1
     k_max: int
 
-    def costs(self) -> np.ndarray:  # -> [k_max + 1]: v(k+1) for k = 0 .. k_max
-        return np.broadcast_to(np.asarray(self.v, dtype=np.float64), (self.k_max + 1,))
+    @property
+    def one_rate(self) -> bool:
+        return np.isscalar(self.alpha)
 
-    def v_argument(self):
-        # what the submission receives: a float, or a fresh [k_max + 1] float64 array
-        return float(self.v) if np.isscalar(self.v) else np.array(self.v, dtype=np.float64)
+    @property
+    def one_pass(self) -> bool:
+        return np.isscalar(self.v)
+
+    def rates(self) -> np.ndarray:  # -> [k_max]: the rate of draft j + 1, j = 0 .. k_max - 1
+        return np.broadcast_to(np.asarray(self.alpha, dtype=np.float64), (self.k_max,))
+
+    def passes(self) -> np.ndarray:  # -> [k_max + 1]: v(k + 1), the pass of a round of k drafts
+        if self.one_pass:
+            return np.where(np.arange(self.k_max + 1) == 0, 1.0, float(self.v))
+        return np.array(self.v, dtype=np.float64)
+
+    def arguments(self) -> dict:
+        # what the submission receives: floats, or fresh float64 arrays
+        def handed(x: Figures):
+            return float(x) if np.isscalar(x) else np.array(x, dtype=np.float64)
+
+        return {"alpha": handed(self.alpha), "c": self.c, "v": handed(self.v), "k_max": self.k_max}
 
     def describe(self) -> str:
-        v = f"{self.v:g}" if np.isscalar(self.v) else f"[{self.k_max + 1}] float64"
-        return f"{COMMAND}(alpha={self.alpha:g}, c={self.c:g}, v={v}, k_max={self.k_max})"
+        def said(x: Figures, n: int) -> str:
+            return f"{x:g}" if np.isscalar(x) else f"[{n}] float64"
+
+        alpha, v = said(self.alpha, self.k_max), said(self.v, self.k_max + 1)
+        return f"{COMMAND}(alpha={alpha}, c={self.c:g}, v={v}, k_max={self.k_max})"
 
 
 @dataclass(frozen=True)
 class Plan:
     best_k: int
-    tokens: np.ndarray  # [k_max + 1] E(alpha, k)
+    tokens: np.ndarray  # [k_max + 1] E(k)
     speedups: np.ndarray  # [k_max + 1]
 
 
+def chained(rates: np.ndarray) -> np.ndarray:
+    """[k_max] rates -> [k_max + 1]: 1 + P(A >= 1) + ... + P(A >= k) for k = 0 .. k_max."""
+    return 1.0 + np.concatenate([[0.0], np.cumsum(np.cumprod(rates))])
+
+
 def expected(case: Case) -> Plan:
-    """The grader's plan, from specdec.costs (k = 0 .. k_max; ties: np.argmax's first)."""
-    ks = range(case.k_max + 1)
-    v = case.costs()
-    tokens = np.array([expected_tokens_per_round(case.alpha, k) for k in ks])
-    speedups = np.array([predicted_speedup(case.alpha, k, case.c, v[k]) for k in ks])
+    """The grader's plan (k = 0 .. k_max; ties: np.argmax's first). One rate: specdec.costs'
+    E(alpha, k), the notebooks' formula; rates by position: the chain of them."""
+    k = np.arange(case.k_max + 1)
+    if case.one_rate:
+        tokens = np.array([expected_tokens_per_round(float(case.alpha), int(j)) for j in k])
+    else:
+        tokens = chained(case.rates())
+    speedups = tokens / (k * case.c + case.passes())
     return Plan(int(np.argmax(speedups)), tokens, speedups)
 
 
@@ -86,9 +120,12 @@ class Breach(Exception):
     """The answer is not (int, [k_max + 1] array, [k_max + 1] array)."""
 
 
+LARGEST_K = 10**6  # a best_k beyond this is refused as not a k (not shown in full either)
+
+
 def call_student(sub: Submission, case: Case) -> Plan:
-    shown = {"alpha": case.alpha, "c": case.c, "v": case.v_argument(), "k_max": case.k_max}
-    args = (case.alpha, case.c, case.v_argument(), case.k_max)
+    shown = case.arguments()
+    args = tuple(case.arguments().values())  # fresh arrays: what the submission may overwrite
     try:
         result = call_safely(sub, args, {}, shown, COMMAND)
     except SubmissionCrash as crash:
@@ -122,66 +159,87 @@ def call_student(sub: Submission, case: Case) -> Plan:
     return Plan(best, *arrays)
 
 
-LARGEST_K = 10**6  # a best_k beyond this is refused as not a k (not shown in full either)
-
-
 def crash_hint(error: BaseException, case: Case) -> str:
     if case.alpha == 1.0 and isinstance(error, (ZeroDivisionError, FloatingPointError)):
         return HINTS["alpha-1"]
-    if isinstance(error, IndexError) and not np.isscalar(case.v):
+    if isinstance(error, IndexError) and not case.one_pass:
         return HINTS["v-index"]
-    if isinstance(error, TypeError) and not np.isscalar(case.v):
-        return "v may be an array of k_max + 1 figures (v[k] = v(k+1)), not only a number"
+    if isinstance(error, IndexError) and not case.one_rate:
+        return HINTS["alpha-index"]
+    if isinstance(error, TypeError) and not (case.one_rate and case.one_pass):
+        return (
+            "alpha may be an array of k_max rates, one per draft position, and v an array of "
+            "k_max + 1 costs (v[j] = v(j + 1)), not only numbers"
+        )
     return ""
 
 
 HINTS = {
     "alpha-1": (
-        "alpha = 1 divides by zero: (1 - alpha^(k+1)) / (1 - alpha) is 0 / 0 there. Every "
-        "draft is then accepted, so a round yields all k drafts plus the bonus: E = k + 1 "
-        "(the formula's limit) — treat alpha = 1 on its own"
+        "alpha = 1 divides by zero: the closed form for one rate is 0 / 0 there. Every draft "
+        "is then accepted, so a round of k drafts yields k + 1 tokens — treat alpha = 1 on its "
+        "own, or sum the terms instead of using the closed form"
     ),
-    "exponent-low": (
-        "E is off by one in the exponent: (1 - alpha^k) / (1 - alpha) counts k terms; a round "
-        "yields 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha)"
+    "term-short": (
+        "expected_tokens is one term short (with one rate: the exponent of the closed form "
+        "off by one): a round of k drafts can yield k + 1 tokens, and the chance that it "
+        "yields the (k + 1)-th is that all k drafts were accepted"
     ),
-    "exponent-high": (
-        "E has one term too many: (1 - alpha^(k+2)) / (1 - alpha); a round yields "
-        "1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha)"
+    "term-extra": (
+        "expected_tokens has one term too many (with one rate: the exponent of the closed form "
+        "off by one): a round of k drafts yields at most k + 1 tokens"
     ),
-    "no-bonus": (
-        "E is one token short: it counts the accepted drafts alone. Every round also emits "
-        "one token of the target's (the correction after a rejection, or the bonus when all "
-        "k drafts are kept), so E = 1 + alpha + ... + alpha^k: at alpha = 0 a round still "
-        "yields 1 token"
+    "no-target-token": (
+        "expected_tokens is one token short: it counts the accepted drafts alone. Every round "
+        "also emits one token of the target's (the correction after a rejection, or the bonus "
+        "when all k drafts are kept): at alpha = 0 a round still yields 1 token"
     ),
     "bonus-only": (
-        "E counts the target's token only when all k drafts are kept (the bonus): a rejection "
-        "also ends with one token of the target's, the correction drawn from the residual, so "
-        "every round emits exactly one target token after its accepted drafts (E = 1 + "
-        "alpha + ... + alpha^k; at alpha = 0 a round still yields 1 token whatever k is)"
+        "expected_tokens counts the target's token only when all k drafts are kept (the "
+        "bonus): a rejection also ends with one token of the target's, the correction drawn "
+        "from the residual, so every round emits exactly one target token after its accepted "
+        "drafts (at alpha = 0 a round still yields 1 token whatever k is)"
+    ),
+    "sum-of-rates": (
+        "expected_tokens adds the rates as if every draft were judged: a draft is judged only "
+        "when every draft before it in the round was accepted (the first rejection ends the "
+        "round), and alpha[j] is its rate given that. Check k = 2 by hand: the second draft "
+        "counts only in the rounds that kept the first"
+    ),
+    "pooled-rate": (
+        "expected_tokens uses one rate, the mean of alpha[0..k-1], for every position: the "
+        "rates differ by position, and the chance to reach draft i is built from the rates of "
+        "the drafts before it, each its own (notebook 08's alpha = [1, 0.5], k = 2: the round "
+        "yields 2.5 tokens on average, not the mean rate's 2.31)"
+    ),
+    "alpha-index": (
+        "alpha has k_max entries, one per draft position: alpha[0] is the first draft's rate, "
+        "alpha[k - 1] the k-th's (index j, not j + 1)"
+    ),
+    "plain-at-v": (
+        "speedups[0] prices plain decoding at v: k = 0 is one target forward over one new "
+        "position, the unit of cost itself, so it costs exactly 1 and its speedup is 1. v "
+        "prices the passes over 2 or more positions"
     ),
     "v-ignored": (
-        "the speedups divide by k c + 1: the verification pass costs v (v(k+1)) target "
-        "steps, not 1 — speedup = E / (k c + v)"
+        "the speedups price every verification pass at 1: a pass over several positions costs "
+        "v target steps (a figure, or v[j] for a pass over j + 1 positions)"
     ),
-    "k-plus-1-drafts": (
-        "the speedups charge k + 1 draft steps: a round drafts k tokens, so k c + v"
-    ),
+    "k-plus-1-drafts": "the speedups charge k + 1 draft steps: a round of k drafts drafts k",
     "v-index": (
-        "v[k] is v(k+1), the cost of the pass over k + 1 positions that verifies k drafts: "
-        "the speedup of k uses v[k] (index k, not k + 1 or k - 1)"
+        "v[j] is v(j + 1), the cost of a pass over j + 1 positions: the speedup of k drafts "
+        "reads the entry of the pass the round needs — check how many positions that is, and "
+        "the index (not one more or one less)"
     ),
     "v-k-rows": (
-        "the speedups price the verification pass at v(k) (v[k - 1]): k rows judge the k "
-        "drafts, but the round's last token needs one more — the bonus row after the k-th "
-        "draft — so the pass covers k + 1 positions and costs v(k+1) = v[k]"
+        "the speedups price the verification pass for k positions: k rows judge the k drafts, "
+        "but the round's last token needs one more row — the bonus row after the k-th draft — "
+        "so the pass covers k + 1 positions"
     ),
-    "v-first": "the speedups use v[0] for every k: the speedup of k uses v[k] = v(k+1)",
-    "upside-down": "the speedups are upside down: speedup = E / (k c + v), tokens per cost",
+    "upside-down": "the speedups are upside down: tokens per unit of cost, not cost per token",
     "best-of-tokens": (
-        "best_k maximises the tokens per round, which only grow with k: it must maximise "
-        "the speedup, which pays for the drafts"
+        "best_k maximises the tokens per round, which only grow with k: it must maximise the "
+        "speedup, which pays for the drafts"
     ),
     "ties": (
         "on ties, the smallest k: several k share the highest speedup here (np.argmax returns "
@@ -203,54 +261,68 @@ def close(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=RTOL, atol=ATOL))
 
 
-def tokens_hint(case: Case, tokens: np.ndarray) -> str:
-    a, k = case.alpha, np.arange(case.k_max + 1)
+def pooled(rates: np.ndarray) -> np.ndarray:
+    # [k_max] -> [k_max + 1]: E with the mean of the first k rates at every position
+    tokens = [1.0]
+    for k in range(1, len(rates) + 1):
+        mean = rates[:k].mean()
+        tokens.append(float(np.sum(mean ** np.arange(k + 1.0))))
+    return np.array(tokens)
+
+
+def tokens_hint(case: Case, want: Plan, tokens: np.ndarray) -> str:
     if case.alpha == 1.0 and not np.all(np.isfinite(tokens)):
         return HINTS["alpha-1"]
-    if case.alpha < 1.0:
-        power = a ** k.astype(np.float64)
-        known = {
-            "exponent-low": (1 - power) / (1 - a),
-            "exponent-high": (1 - power * a * a) / (1 - a),
-            "no-bonus": (1 - power * a) / (1 - a) - 1,
-            "bonus-only": (1 - power * a) / (1 - a) - 1 + power,  # alpha + .. + alpha^k + alpha^k
-        }
-    else:  # (the bonus-only mistake is right at alpha = 1: every round keeps all k)
-        known = {"exponent-low": k * 1.0, "exponent-high": k + 2.0, "no-bonus": k * 1.0}
+    rates, E = case.rates(), want.tokens
+    all_kept = np.concatenate([[1.0], np.cumprod(rates)])  # [k_max + 1]: P(A >= k)
+    known = {
+        "no-target-token": E - 1,
+        "bonus-only": E - 1 + all_kept,
+        "term-short": E - all_kept,
+        "sum-of-rates": 1 + np.concatenate([[0.0], np.cumsum(rates)]),
+    }
+    if case.one_rate:
+        known["term-extra"] = E + all_kept * float(case.alpha)
+    else:
+        known["pooled-rate"] = pooled(rates)
     for name, wrong in known.items():
         if close(tokens, wrong):
             return HINTS[name]
     return (
-        "expected_tokens[k] is the expected number of tokens a round emits: its A accepted "
-        "drafts plus the target's one token, E[A + 1]. Check it where you know the answer: 1 "
-        "at alpha = 0, k + 1 at alpha = 1, and 1 + alpha at k = 1 (2 tokens exactly when the "
-        "one draft is accepted)"
+        "expected_tokens[k] is the expected number of tokens a round of k drafts emits: its "
+        "accepted drafts plus the target's one token. Check it where you know the answer: 1 "
+        "at k = 0 or when no draft is ever accepted, k + 1 when every draft is, and at k = 1 "
+        "1 plus the first draft's rate (2 tokens exactly when that draft is accepted)"
     )
 
 
 def speedups_hint(case: Case, want: Plan, speedups: np.ndarray) -> str:
-    k, v, E = np.arange(case.k_max + 1), case.costs(), want.tokens
+    k, E, passes = np.arange(case.k_max + 1), want.tokens, case.passes()
     known = {
         "v-ignored": E / (k * case.c + 1.0),
-        "k-plus-1-drafts": E / ((k + 1) * case.c + v),
-        "upside-down": (k * case.c + v) / E,
+        "k-plus-1-drafts": E / ((k + 1) * case.c + passes),
+        "upside-down": (k * case.c + passes) / E,
     }
-    if not np.isscalar(case.v):
-        known["v-first"] = E / (k * case.c + v[0])
-        known["v-k-rows"] = E / (k * case.c + np.r_[1.0, v[:-1]])  # v[k - 1] (v(0) read as 1)
+    if case.one_pass:
+        known["plain-at-v"] = E / (k * case.c + float(case.v))
+        known["v-k-rows"] = E / (k * case.c + np.where(k <= 1, 1.0, float(case.v)))
+    else:
+        known["v-k-rows"] = E / (k * case.c + passes[k - 1])  # v[k - 1], numpy's v[-1] at 0
     for name, wrong in known.items():
         if close(speedups, wrong):
             return HINTS[name]
-    if not np.isscalar(case.v) and case.k_max > 0:  # v(k) = v[k - 1] for k >= 1, k = 0 aside
-        if close(speedups[1:], E[1:] / (k[1:] * case.c + v[:-1])):
+    if case.k_max > 0 and not close(speedups[:1], want.speedups[:1]):
+        if close(speedups[1:], want.speedups[1:]):  # only plain decoding wrong
+            return HINTS["plain-at-v"]
+    if not case.one_pass and case.k_max > 0:
+        if close(speedups[1:], E[1:] / (k[1:] * case.c + passes[:-1])):  # v[k - 1], k >= 1
             return HINTS["v-k-rows"]
-    if not np.isscalar(case.v) and case.k_max > 0:  # v[k + 1]: as far as it exists
-        if close(speedups[:-1], E[:-1] / (k[:-1] * case.c + v[1:])):
+        if close(speedups[:-1], E[:-1] / (k[:-1] * case.c + passes[1:])):  # v[k + 1]
             return HINTS["v-index"]
     return (
         "speedups[k] is expected_tokens[k] divided by the round's cost in target steps: its k "
         "draft steps (c each) and its one verification pass (v for as many positions as the "
-        "round needs rows)"
+        "round needs rows; a pass over one position is the unit, 1)"
     )
 
 
@@ -273,44 +345,65 @@ def best_hint(case: Case, want: Plan, best: int) -> str:
 # --------------------------------------------------------------------------------------------
 
 MEASURED_V = (1.0, 1.1, 1.2, 1.6, 1.7, 2.5, 2.6)  # v(1..7): a made-up machine, not monotone gaps
+FALLING = (0.9, 0.85, 0.8, 0.7, 0.6, 0.5)  # rates that fall with the position
+FIRST_LOWEST = (0.6, 0.9, 0.85, 0.9, 0.8, 0.85)  # the first lowest, as notebook 08 measures
 CASES: dict[str, tuple[str, list[Case]]] = {
-    "alpha-0.8": ("alpha = 0.8, c = 0.1, v = 1: best k inside the range", [Case(0.8, 0.1, 1.0, 8)]),
+    "one-rate": (
+        "one rate alpha = 0.8, c = 0.1, v = 1.25: best k inside the range",
+        [Case(0.8, 0.1, 1.25, 8)],
+    ),
     "alpha-0": (
         "alpha = 0: one token per round, plain decoding best",
-        [Case(0.0, 0.1, 1.0, 5), Case(0.0, 0.3, 1.4, 3)],
+        [Case(0.0, 0.1, 1.0, 5), Case((0.0, 0.0, 0.0), 0.3, 1.4, 3)],
     ),
-    "alpha-1": (
-        "alpha = 1: E = k + 1 (the formula's 0/0), the largest k best",
-        [Case(1.0, 0.2, 1.5, 6)],
+    "alpha-1": ("alpha = 1: every draft kept, the largest k best", [Case(1.0, 0.2, 1.5, 6)]),
+    "by-position": (
+        "rates by position: falling, the first lowest, notebook 08's [1, 0.5]",
+        [
+            Case(FALLING, 0.05, 1.2, 6),
+            Case(FIRST_LOWEST, 0.1, 1.3, 6),
+            Case((1.0, 0.5), 0.0, 1.0, 2),
+        ],
     ),
     "measured-v": (
-        "v as measured, v[k] = v(k+1) for each k",
-        [Case(0.7, 0.05, MEASURED_V, 6), Case(0.9, 0.02, MEASURED_V, 6)],
+        "v as measured, v[j] = v(j + 1) (v[0] = 1), one rate and rates by position",
+        [Case(0.7, 0.05, MEASURED_V, 6), Case(FALLING, 0.02, MEASURED_V, 6)],
     ),
     "ties": (
-        "exact ties (alpha = 0, c = 0): the smallest k; k_max = 0",
-        [Case(0.0, 0.0, 1.0, 4), Case(0.9, 0.1, 1.0, 0)],
+        "exact ties (alpha = 0, c = 0, v = 1): the smallest k; k_max = 0",
+        [Case(0.0, 0.0, 1.0, 4), Case((), 0.1, 1.3, 0)],
     ),
 }
 N_RANDOM = 200
+RANDOM_SEED = 808  # the grader's stream (from the grading's secret) of the random cases
 
 
-@cache
-def random_cases(n: int = N_RANDOM, seed: int = 808) -> tuple[Case, ...]:
-    """Seeded (alpha, c, v, k_max), alpha = 0 and 1 among them, v a figure or an array;
-    cases whose two best speedups are within 1e-6 of each other are left out (which k wins
-    there is rounding's choice)."""
-    rng = np.random.default_rng(seed)
-    cases = []
+def random_case(rng: np.random.Generator) -> Case:
+    k_max = int(rng.integers(0, 13))
+    kind = rng.choice(["zero", "one", "rate", "rates"], p=[0.05, 0.05, 0.4, 0.5])
+    if kind == "rates":  # some fall, some rise, some wander; 0 and 1 among them
+        rates = rng.uniform(0.0, 1.0, k_max) ** rng.uniform(0.2, 1.0)
+        rates[rng.random(k_max) < 0.05] = rng.choice([0.0, 1.0])
+        alpha: Figures = tuple(float(x) for x in rates)
+    else:
+        alpha = {"zero": 0.0, "one": 1.0}.get(str(kind), float(rng.uniform(0.0, 0.98)))
+    c = float(rng.uniform(0.0, 1.0))
+    if rng.random() < 0.5:
+        v: Figures = float(rng.uniform(0.8, 3.0))  # a pass may even cost less than a step
+    else:  # v(1) = 1, then steps that mostly grow
+        v = tuple(float(x) for x in np.cumsum(np.r_[1.0, rng.uniform(-0.1, 0.5, k_max)]))
+    return Case(alpha, c, v, k_max)
+
+
+@lru_cache(maxsize=4)
+def random_cases(secret: int, n: int = N_RANDOM) -> tuple[Case, ...]:
+    """n fresh cases of one grading, from its secret: (alpha, c, v, k_max) with one rate or
+    rates by position, v a figure or an array; cases whose two best speedups are within 1e-6
+    of each other are left out (which k wins there is rounding's choice)."""
+    rng = grader_rng(RANDOM_SEED, secret)
+    cases: list[Case] = []
     while len(cases) < n:
-        k_max = int(rng.integers(0, 13))
-        alpha = float(rng.choice([0.0, 1.0, rng.uniform(0.0, 0.98)], p=[0.1, 0.1, 0.8]))
-        c = float(rng.uniform(0.0, 1.0))
-        if rng.random() < 0.5:
-            v: float | tuple[float, ...] = float(rng.uniform(0.5, 3.0))
-        else:  # v(1) = 1, then steps that mostly grow
-            v = tuple(float(x) for x in np.cumsum(np.r_[1.0, rng.uniform(-0.1, 0.5, k_max)]))
-        case = Case(alpha, c, v, k_max)
+        case = random_case(rng)
         S = np.sort(expected(case).speedups)
         if len(S) == 1 or S[-1] - S[-2] > 1e-6 * S[-1]:
             cases.append(case)
@@ -325,7 +418,7 @@ def random_cases(n: int = N_RANDOM, seed: int = 808) -> tuple[Case, ...]:
 def judge(case: Case, want: Plan, got: Plan) -> tuple[str, str] | None:
     """(what is wrong, the hint), or None when the plan is right."""
     if not close(got.tokens, want.tokens):
-        return "expected_tokens differs", tokens_hint(case, got.tokens)
+        return "expected_tokens differs", tokens_hint(case, want, got.tokens)
     if not close(got.speedups, want.speedups):
         return "speedups differ", speedups_hint(case, want, got.speedups)
     if got.best_k != want.best_k:
@@ -338,8 +431,9 @@ def story_of(case: Case, want: Plan, got: Plan) -> list[str]:
         return np.array2string(a, precision=6, suppress_small=True, separator=", ")
 
     lines = [case.describe()]
-    if not np.isscalar(case.v):
-        lines.append(show_inputs(v=case.v_argument()).strip())
+    arrays = {name: x for name, x in case.arguments().items() if isinstance(x, np.ndarray)}
+    if arrays:
+        lines.append(show_inputs(**arrays).strip())
     return lines + [
         f"expected_tokens, expected {show(want.tokens)}",
         f"                 yours    {show(got.tokens)}",
@@ -351,7 +445,7 @@ def story_of(case: Case, want: Plan, got: Plan) -> list[str]:
 
 def case_check(name: str, what: str, cases) -> Check:
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
-        all_cases = cases() if callable(cases) else cases
+        all_cases = cases(grading_secret()) if callable(cases) else cases
         for i, case in enumerate(all_cases):
             want = expected(case)
             try:
@@ -369,7 +463,7 @@ def case_check(name: str, what: str, cases) -> Check:
                 summary = f"case {i + 1} of {len(all_cases)}: {wrong}"
                 return Outcome(False, summary, story_of(case, want, got), hint, n=i + 1)
         n = len(all_cases)
-        return Outcome(True, f"{n} plan{'s' * (n > 1)} equal to the formula's", n=n)
+        return Outcome(True, f"{n} plan{'s' * (n > 1)} equal to the grader's", n=n)
 
     return Check(f"speedup/{name}", what, False, run)
 
@@ -377,7 +471,6 @@ def case_check(name: str, what: str, cases) -> Check:
 def speedup_families(policy: str = "shrink") -> list[Family]:
     """The speedup exercise's one family (`policy` is a loop's; unused here)."""
     checks = [case_check(name, what, cases) for name, (what, cases) in CASES.items()]
-    checks.append(
-        case_check("random", f"{N_RANDOM} seeded random (alpha, c, v, k_max)", random_cases)
-    )
-    return [Family("speedup", "your plan_k gives the formula's E, speedups and best k", checks)]
+    what = f"{N_RANDOM} random (alpha, c, v, k_max), drawn afresh for each grading"
+    checks.append(case_check("random", what, random_cases))
+    return [Family("speedup", "your plan_k gives the expected tokens, speedups and best k", checks)]
