@@ -94,9 +94,10 @@
 # * **Layers 2, 4 and 6 of the target's 6** (the paper: a low, a middle and a high layer of
 #   dozens). The top one is included so that the reduction can start as "take the top layer"
 #   (the EAGLE-1 input; the training script initialises it so) and learn from there.
-# * **The fusion** is one linear map of [e(x(t + 1)); feature(t)] to the target's width,
-#   then one GPT-2 block like the target's, with no position embedding (the features carry
-#   position).
+# * **The fusion** is one linear map of a token's embedding and a feature, side by side, to
+#   the target's width, then one GPT-2 block like the target's. Which token stands beside
+#   which feature is the eagle_align exercise's question; what the block adds to its input,
+#   and what it leaves out, the eagle_block exercise's.
 # * **The losses**: the token term is KL(p ‖ q) to the target's distribution at T = 1; EAGLE-1
 #   adds a smooth-L1 regression, weight 1 each; EAGLE-3 unrolls 3 steps.
 # * **Tiny models on a CPU**: a 6-block target of width 384, two recipes of 11 minutes each

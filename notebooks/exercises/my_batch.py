@@ -6,14 +6,14 @@ Grade your function from the repository root (about a second):
 
 When: after notebook 13 §1 (a real batch, round by round) and before its §2, which lays one
 pass out row by row: §2 is the place to check your reasoning afterwards. What you need from
-before: notebook 02's causal mask of an append after S cached slots (the offset), and the
-cache's temporary writes.
+before: notebook 02 §4, the causal mask of an append to a cache that already holds some
+slots (the offset), and the cache's temporary writes.
 
 A layout is a function of its inputs (nothing is drawn), so every check is exact: your three
 arrays are held against the contract's on hand-made batches (a prefill, an offset, padding,
-an idle row) and on 200 seeded random ragged batches. Three families are scored apart, one
-per array; each failure shows the smallest batch that shows it, expected next to yours, with
-a hint read from your answers.
+an idle row) and on 200 random ragged batches drawn afresh for each grading. Three families
+are scored apart, one per array; each failure shows the smallest batch that shows it,
+expected next to yours, with a hint read from your answers.
 
 The setting. B sequences share one target pass, but each continues its own sequence: row b
 has start[b] tokens in its cache already (slots 0..start[b]-1, one slot per position) and

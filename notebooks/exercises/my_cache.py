@@ -9,11 +9,11 @@ Grade your class from the repository root (about a second):
 
     .venv/bin/specdec grade notebooks/exercises/my_cache.py:SlotCache
 
-The grader drives a new cache through scripts of calls (fixed ones, then seeded random
-ones) and, after every call, compares `length`, `pending` and `committed()` with its own
-model of the contract. Each row it writes holds distinct random numbers, so a wrong state is
-proof, and the report names every row (w2.1 = row 1 of the 2nd write) to show where yours
-went.
+The grader drives a new cache through scripts of calls (fixed ones, then random ones drawn
+afresh for each grading) and, after every call, compares `length`, `pending` and
+`committed()` with its own model of the contract. Each row it writes holds distinct random
+numbers, so a wrong state is proof, and the report names every row (w2.1 = row 1 of the 2nd
+write) to show where yours went.
 
 Why it matters for speculative decoding: a verification pass writes the K/V of k + 1 new
 positions, but only the accepted ones may stay. Writing them as *temporary* rows, keeping

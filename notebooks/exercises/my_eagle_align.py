@@ -8,14 +8,17 @@ When: after notebook 14's opening sections (the three papers, and this project's
 and before its §1, whose table answers it: §1 and §4 are the place to check your reasoning
 afterwards. What you need: what EAGLE's drafter reads at each position (the papers'
 section: a feature, and a token sampled relative to it), and notebook 06's catch-up of a
-chain drafter. The rule of the pairs is yours to work out from them.
+chain drafter. Which token stands beside which feature, the papers' section says; which pairs
+are new after a round or at a prefill (none fed twice, none that cannot be built yet) is
+yours to work out.
 
 The answer is a selection of your inputs (nothing is drawn, nothing is computed), so every
 check is exact: your pairs are held against the contract's on hand-made cases (nothing to
-feed, a one-pair catch-up, a catch-up after a full acceptance, a prefill) and on 300 seeded
-random ones (eagle-pairs); then your function replaces the catch-up of a real EagleDrafter,
-which runs through the reference loop beside the reference's own, and every proposal and the
-drafter's cache after every round must be the reference's, bit for bit (eagle-round). Each
+feed, a one-pair catch-up, a catch-up after a full acceptance, a prefill) and on 300 random
+ones drawn afresh for each grading (eagle-pairs); then your function replaces the catch-up of
+a real EagleDrafter, which runs through the reference loop beside the reference's own, on
+prompts drawn for each grading, and every proposal and the drafter's cache after every round
+must be the reference's, bit for bit (eagle-round). Each
 failure shows the smallest case that shows it, the pairs expected next to yours, with a hint
 read from your answers.
 

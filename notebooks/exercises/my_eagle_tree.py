@@ -8,7 +8,7 @@ Every check is exact: the tree you return and the passes you asked for are held 
 against the contract's, on hand-made toy drafters (the example below, depth 1, tiny budgets,
 ties, zero confidences, nodes not worth a pass) and on 150 random ones drawn anew for each
 grading (eagle-tree); then your function grows the trees of a real EAGLE drafter in the
-reference's tree loop, and every round's tree and the text must be the reference's
+reference's tree loop, on prompts drawn for each grading, and every round's tree and the text must be the reference's
 (eagle-tree-round). A failure shows the smallest wrong case, the drafter's rows it read, the
 tree and passes expected next to yours, and a hint read from your answers.
 
@@ -47,16 +47,20 @@ What a correct answer keeps (what the grader checks, in words):
   the root to it; the root's is 1. A node offers as children its `top` likeliest tokens,
   best first (equal probabilities: the smaller token first), never a token of probability 0.
 * Nodes are numbered in the order they are created: level by level; within a level, by
-  parent (in the parents' order), each parent's children best first. Ranking is by score,
+  parent (in the parents' node numbers), each parent's children best first. Ranking is by
+  score,
   larger first; on a tie the node created first wins. The returned tree numbers the kept
   nodes in that same order (so parents[i] < i, and the parents never decrease).
 * Level 1 is the root's children. Each level before the last chooses at most `top` of its
   nodes, the best ranked, and ONE call of `confidence` scores them all; their children form
   the next level. A node at depth `depth` is never scored.
-* No pass row is wasted: a chosen node is left out of its level's pass when even a child
-  ranked immediately after it, among the candidates made so far, would fall outside the
-  max_nodes best (ask yourself why a child can never rank higher than that), and no call is
-  made for a level that has nothing left to score. Growth ends after `depth` levels, or
+* A chosen node is left out of its level's pass when even a child ranked immediately after
+  it, among the candidates made so far, would fall outside the max_nodes best (ask yourself
+  why a child can never rank higher than that). Take that bound literally: count only the
+  candidates ranked above the node itself. (With ties it is a little loose: a child also
+  loses to the nodes created before it with the same score, so a row may be spent on a node
+  none of whose children can be kept; the grader expects the literal bound.) No call is made
+  for a level that has nothing left to score. Growth ends after `depth` levels, or
   earlier when nothing is left to expand.
 * At the end, the max_nodes best candidates of ALL those created are the tree. It is closed
   under parents: a kept node's parent is kept, by the way scores and ties work.

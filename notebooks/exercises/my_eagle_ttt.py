@@ -31,7 +31,8 @@ draft comes from the row that reads x(c) and the true feature f(c - 1); the seco
 row that reads the true token x(c + 1) (training uses the window's own tokens) and, where f(c)
 would stand, the first row's output; the third reads x(c + 2) and the second row's output; and
 so on, `steps` rows per round. Every position of the window can start a round, so step j (the
-j-th row of a round) runs at every position where its round fits inside the window. Index a
+j-th row of a round) runs at every position where that row fits inside the window (a round
+cut short by the window's end still trains its first rows). Index a
 row by the token it reads: the row of step j at position t reads x(t + 1). Each row's output
 stands in for a feature of the target (the round's first row's, for f(c)), and is scored by
 the distribution that feature scores in the target: its row of target_logp.

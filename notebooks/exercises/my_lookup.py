@@ -10,10 +10,10 @@ Grade your function from the repository root (well under a second):
 
 A proposal is a function of the context (nothing is drawn), so every check is exact: your
 answers are held against the contract's on fixed contexts (one per convention below) and on
-300 seeded random contexts over 3 token ids (so matches are common); then your function runs
-as the drafter of the reference loop on a tiny transformer at greedy, where the output must be
-the target's own greedy text. Each failure shows the shortest context that shows it, with a
-hint read from your answers.
+300 random contexts over 3 token ids (so matches are common), drawn afresh for each
+grading; then your function runs as the drafter of the reference loop on a tiny transformer
+at greedy, where the output must be the target's own greedy text. Each failure shows the
+shortest context that shows it, with a hint read from your answers.
 
 The interface (the same as `reference.lookup`'s LookupDrafter with min_ngram = 1 and
 prefer = "recent"; notation: p = target, q = draft):

@@ -19,9 +19,10 @@ The grader runs your loop on a tiny GPT pair (V = 5; the draft is the target plu
 drafts are kept ~70% of the time): two greedy runs whose outcome is certain (one where round 1
 keeps every draft, so round 2 needs the draft's catch-up; one where the target rejects drafts,
 so the correction token and the target's cache after a rejection matter), then 4 000 sampled
-runs of two setups (T = 1, k = 2; T = 0.7 with top-k and EOS, k = 3), each held against the
-target's own autoregressive law of the generated tokens and the exact law of the number of
-drafts kept in rounds 1 and 2. A failure is explained on the smallest case that shows it.
+runs of two setups (T = 1, k = 2; T = 0.7 with top-k and EOS, k = 3), on a generator `rng`
+drawn afresh for each grading, each held against the target's own autoregressive law of the
+generated tokens and the exact law of the number of drafts kept in rounds 1 and 2. A failure
+is explained on the smallest case that shows it.
 
 The contract (the same as `reference.speculative.speculative_generate`; p = target, q = draft):
 

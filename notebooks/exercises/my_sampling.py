@@ -10,8 +10,9 @@ Grade your function from the repository root (about a second):
     .venv/bin/specdec grade notebooks/exercises/my_sampling.py:sampling_distribution
 
 Every check is exact: your row is compared with the contract's on fixed cases and on a few
-hundred seeded random ones (to 1e-6 relative), so one wrong row is proof, and the report
-shows that row next to the expected one, with a hint about the likely mistake.
+hundred random cases drawn afresh for each grading (to 1e-6 relative), so one wrong row is
+proof, and the report shows that row next to the expected one, with a hint about the likely
+mistake.
 
 Why it matters for speculative decoding: the acceptance rule is exact only if p and q are
 the distributions the tokens are really drawn from, so this one function serves both models.

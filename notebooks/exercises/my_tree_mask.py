@@ -6,7 +6,7 @@ Grade your function from the repository root (about a second):
 
 When: after notebook 11 §1 (one round of a tree, step by step) and before its §2 and §4,
 which lay the pass and the compaction out: they are the place to check your reasoning
-afterwards. What you need from before: notebook 02's causal mask after cached slots, and
+afterwards. What you need from before: notebook 02 §4's causal mask after cached slots, and
 notebook 06's commit and rollback.
 
 A tree of candidates is verified by ONE target pass: every node is fed at once, each in a slot
@@ -14,7 +14,8 @@ of its own, and the mask and the position ids must make each node's row what a p
 of its own path would give. After the walk (verify_tree) only the accepted path survives, and
 its entries are moved next to the committed ones. You write the bookkeeping of both steps.
 The grader answers three questions, each scored on its own (tree-mask, tree-positions,
-tree-compaction), on a lone root, a chain, a star, notebook 11's shape and 300 random trees.
+tree-compaction), on a lone root, a chain, a star, notebook 11's shape and 300 random trees
+drawn afresh for each grading.
 
 The contract (`reference.tree` computes the same: shape.ancestor_mask, forward.position_ids
 and forward.tree_placement, compaction.kept_slots):

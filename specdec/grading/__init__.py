@@ -23,6 +23,8 @@ The layers (tests/grader/test_layers.py holds them to this):
         core.py         checks, families, their looks and the grade (run_families)
         laws.py         the expected laws, derived apart from the reference
         submission.py   loading a submission and calling it safely; grade.py: grade()
+        replies.py      every reply of a worker checked; answers.py: a deterministic
+                        exercise's cases asked once, judged group by group, with their hints
         sandbox.py      the worker a submitted file runs in; worker_setup.py: what it is given
         quoting.py      a submission's text and numbers, cut and quoted before anyone reads them
         secret.py       the grading's secret, from which every scored check draws its inputs

@@ -1,8 +1,10 @@
 """The callables exercise (notebooks/exercises/my_callables_loop.py): a loop graded through two
 next-token callables. The worked solution passes, and so does the reference's verify inside
 an eager loop over the callables, and the transformers-style loop of examples/ through its
-adapter (with torch); each broken loop below is rejected with a hint that names its mistake
-(matched by a few words); the callables refuse malformed contexts with a clear error.
+adapter (with torch); each broken loop below is rejected, under two secrets, with a hint that
+names its mistake (matched by a few words); the callables refuse malformed contexts with a
+clear error; the generator a run is handed is fresh for each grading (a pinned secret hands
+the same one again).
 
 Broken loops here: the solution's pieces with one small mistake each, marked `# the mistake`.
 """
@@ -19,6 +21,7 @@ import pytest
 
 from specdec.grading import grade
 from specdec.grading.engine.core import run_families
+from specdec.grading.engine.secret import SECRET_ENV, secret_held
 from specdec.grading.engine.submission import Submission, load_submission
 from specdec.grading.exercises.callables.checks import (
     GREEDY,
@@ -31,6 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 SOLUTION = REPO / "notebooks/exercises/solutions/callables_loop_solution.py"
 SKELETON = REPO / "notebooks/exercises/my_callables_loop.py"
 EXAMPLE = REPO / "examples/transformers_style_loop.py"
+SECRETS = (1, 2)  # two gradings: the generators their runs are handed
 
 
 def load(path: Path, name: str):
@@ -45,9 +49,14 @@ def load(path: Path, name: str):
 sol = load(SOLUTION, "_callables_solution_for_tests")
 
 
-def graded(function, runs: int | None = 1_000, source: str | None = None):
+def graded(
+    function, runs: int | None = 1_000, source: str | None = None, secret: int | None = SECRETS[0]
+):
+    """`function` graded in this process, its runs' generators those of `secret`'s grading
+    (None: SPECDEC_GRADING_SECRET's, as `specdec grade` would)."""
     submission = Submission(function.__name__, function, "callables", "test", source)
-    return run_families(submission, callables_families(runs=runs))
+    with secret_held(secret):
+        return run_families(submission, callables_families(runs=runs))
 
 
 def first_failure(result):
@@ -64,7 +73,8 @@ def first_failure(result):
 def test_the_solution_passes():
     submission = load_submission(f"{SOLUTION}:speculative_sample")
     assert submission.kind == "callables"  # the registry's name for speculative_sample
-    result = run_families(submission, callables_families(runs=1_000))
+    with secret_held(SECRETS[0]):
+        result = run_families(submission, callables_families(runs=1_000))
     assert result.passed, [r.outcome.summary for r in result.results if r.status != "pass"]
     calls = next(r for r in result.results if r.check.name == "loop-callables/calls")
     assert 1.0 <= calls.outcome.measure <= 3.0  # target rows per emitted token: lazy, k = 2..3
@@ -191,13 +201,35 @@ VARIANTS = {  # name -> (loop, the check that rejects it, words of its hint)
 }
 
 
+@pytest.mark.parametrize("secret", SECRETS)
 @pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_a_broken_loop_is_rejected_with_its_hint(name):
+def test_a_broken_loop_is_rejected_with_its_hint(name, secret):
     function, check, words = VARIANTS[name]
-    failure = first_failure(graded(function, runs=2_000))
+    failure = first_failure(graded(function, runs=2_000, secret=secret))
     assert failure.check.name == check
     hint = failure.crash.hint if failure.crash else failure.outcome.hint
     assert words in hint, hint
+
+
+def outputs(secret: int | None) -> list[tuple]:
+    """The tokens of every run a grading makes of the worked solution, in order."""
+    seen = []
+
+    def speculative_sample(*args, **kwargs):
+        result = sol.speculative_sample(*args, **kwargs)
+        seen.append(tuple(result.tokens))
+        return result
+
+    assert graded(speculative_sample, runs=200, secret=secret).passed
+    return seen
+
+
+def test_the_runs_draw_afresh_for_each_grading(monkeypatch):
+    first, other = outputs(SECRETS[0]), outputs(SECRETS[1])
+    monkeypatch.setenv(SECRET_ENV, str(SECRETS[0]))
+    assert outputs(None) == first  # the secret pinned: the same draws, the same runs
+    greedy = sum(case.n for case, _ in GREEDY)  # exact: the same tokens whatever is drawn
+    assert first[:greedy] == other[:greedy] and first[greedy:] != other[greedy:]
 
 
 def test_more_rows_than_one_pass_per_round_is_named():

@@ -81,6 +81,24 @@ ENDLESS = textwrap.dedent(
 CLASS_LIMIT_S = 20
 
 
+def python_module(module: str, *argv: str) -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGV` run from the repository's root, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def classroom(*argv: str) -> str:
+    """The classroom command (delivery/classroom.py) on ARGV: its stdout; it must exit 0."""
+    done = python_module("specdec.grading.delivery.classroom", *argv)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory) -> tuple[str, Path]:
     """Grade a class of five with 2 jobs and a 20 s limit; (stdout, the output folder). The
@@ -97,15 +115,7 @@ def graded_class(tmp_path_factory) -> tuple[str, Path]:
     (folder / "README.md").write_text("not a submission")  # stray files are left alone
     out = tmp_path_factory.mktemp("grades")
     argv = [str(folder), "--jobs", "2", "--timeout", str(CLASS_LIMIT_S), "--out", str(out)]
-    done = subprocess.run(
-        [sys.executable, "-m", "specdec.grading.delivery.classroom", *argv],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout, out
+    return classroom(*argv), out
 
 
 def rows_of(out: Path) -> dict[str, dict]:
@@ -260,13 +270,7 @@ def test_the_specdec_cli_has_grade_class(tmp_path, capsys):
 
 
 def grade_command(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "specdec.grading", *argv],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return python_module("specdec.grading", *argv)
 
 
 def test_grade_timeout_stops_a_verify_that_never_returns(tmp_path):
@@ -346,14 +350,7 @@ def test_an_eagle_exercise_graded_as_a_class(kind, tmp_path):
     broken_module = (Path(__file__).parent / f"broken_{kind}.py").read_text()
     (folder / "bob.py").write_text(f"{broken_module}\n\n{function} = {variant}\n")
     argv = [str(folder), "--exercise", kind, "--jobs", "2", "--out", str(out)]
-    done = subprocess.run(
-        [sys.executable, "-m", "specdec.grading.delivery.classroom", *argv],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    classroom(*argv)
     rows = rows_of(out)
     assert rows["ann"]["score"] == "10" and rows["ann"]["passed"] == "yes", rows["ann"]
     assert rows["bob"]["score"] == score and rows["bob"]["passed"] == "no", rows["bob"]

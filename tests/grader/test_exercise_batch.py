@@ -1,33 +1,34 @@
 """The ragged-batch exercise's grader (specdec/grading/exercises/batch/checks.py): the worked
 solution and the project's own `batch_placement` pass, the grader's rule is the reference's,
-the skeleton fails naming NotImplementedError, and each broken variant is rejected by the
-family of the array it gets wrong, with the hint that names its mistake (matched by a few
-words), while the other families pass."""
+the skeleton fails naming NotImplementedError, the random batches are drawn afresh from each
+grading's secret (a pinned one draws them again), and each broken variant is rejected, under
+two secrets, by the family of the array it gets wrong, with the hint that names its mistake
+(matched by a few words), while the other families pass."""
 
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from specdec.grading import grade
-from specdec.grading.engine.core import run_families
-from specdec.grading.engine.submission import Submission
-from specdec.grading.exercises import exercise
+from specdec.grading.engine.secret import SECRET_ENV
 from specdec.grading.exercises.batch.checks import (
     FIXED,
-    all_cases,
+    N_RANDOM,
     batch_families,
     expected,
     random_cases,
 )
 
 from . import broken_batch as broken
-
-REPO = Path(__file__).resolve().parents[2]
-BATCH = exercise("batch")
+from .exercise_tests import (
+    grader_for,
+    not_passed,
+    rejected,
+    the_skeleton_fails,
+    the_solution_passes,
+)
 
 
 def reference_ragged_pass(start, n_new, T):
@@ -43,26 +44,18 @@ def reference_ragged_pass(start, n_new, T):
     return at.positions, at.mask[:, 0], writes
 
 
-def graded(function, name: str = ""):
-    source = inspect.getsourcefile(function)
-    submission = Submission(name or function.__name__, function, "batch", "test", source)
-    return run_families(submission, batch_families())
+graded = grader_for("batch", batch_families)
+SECRETS = (1, 2)  # the random batches of two gradings
 
 
-def test_the_solution_passes_in_about_a_second(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = grade(BATCH.spec(solution=True))
-    assert result.passed, [r.outcome.summary for r in result.results if r.status != "pass"]
-    assert result.submission.kind == "batch" and "its name" in result.submission.kind_reason
-    assert tuple(dict.fromkeys(r.family for r in result.results)) == BATCH.families
-    assert {r.status for r in result.results} == {"pass"}
-    assert not any(r.check.sampled for r in result.results)
+def test_the_solution_passes_in_about_a_second():
+    result = the_solution_passes("batch")
     assert result.seconds < 10  # ~0.1 s measured
 
 
 def test_the_graders_rule_is_the_references():
     # the grader writes the rule on its own; on every batch it agrees with reference/batch.py
-    for case in all_cases():
+    for case in FIXED + random_cases(SECRETS[0]) + random_cases(SECRETS[1]):
         start, n_new = case.arrays()
         for mine, theirs in zip(
             expected(case), reference_ragged_pass(start, n_new, case.T), strict=True
@@ -72,15 +65,17 @@ def test_the_graders_rule_is_the_references():
 
 def test_the_projects_own_placement_passes():
     result = graded(reference_ragged_pass)
-    assert result.passed, [r.outcome.summary for r in result.results if r.status != "pass"]
+    assert result.passed, not_passed(result)
 
 
 def test_the_batches_hold_idle_rows_padding_and_wide_passes():
-    cases = random_cases()
-    assert len(set(cases)) == len(cases) == 200
-    assert sum(0 in c.n_new for c in cases) >= 50  # an idle row
-    assert sum(any(n < c.T for n in c.n_new) for c in cases) >= 150  # padding
-    assert sum(c.T > max(c.n_new) for c in cases) >= 50  # columns wider than every row
+    for cases in map(random_cases, SECRETS):
+        assert len(set(cases)) == len(cases) == N_RANDOM
+        assert {c.B for c in cases} == set(range(1, 6))
+        assert max(max(c.start) for c in cases) == 10 and max(max(c.n_new) for c in cases) == 4
+        assert sum(0 in c.n_new for c in cases) >= 50  # an idle row
+        assert sum(any(n < c.T for n in c.n_new) for c in cases) >= 150  # padding
+        assert sum(c.T > max(c.n_new) for c in cases) >= 50  # columns wider than every row
     assert (
         sum(
             c.S > max(s + n for s, n in zip(c.start, c.n_new, strict=True) if n)
@@ -91,14 +86,9 @@ def test_the_batches_hold_idle_rows_padding_and_wide_passes():
     )  # an idle row sets S
 
 
-def test_the_skeleton_fails_naming_not_implemented(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = grade(BATCH.spec())
-    assert not result.passed
-    assert isinstance(result.crash.error, NotImplementedError)
-    assert f"specdec grade {BATCH.spec()}" in str(result.crash.error)
+def test_the_skeleton_fails_naming_not_implemented():
+    result = the_skeleton_fails("batch")
     assert result.crash.call == "ragged_pass(start=[0], n_new=[3], T=3)"
-    assert "my_batch.py, line" in result.crash.where
 
 
 # variant -> (the failing check, words of its hint); the other families must pass
@@ -119,17 +109,63 @@ def test_every_batch_variant_has_an_expected_hint():
     assert set(BATCH_HINTS) | {"s_without_idle_rows"} == set(broken.BATCH_VARIANTS)
 
 
+@pytest.mark.parametrize("secret", SECRETS)
 @pytest.mark.parametrize("name", sorted(BATCH_HINTS))
-def test_a_broken_pass_is_rejected_with_its_hint(name):
-    result = graded(broken.BATCH_VARIANTS[name], name)
-    failed = [r for r in result.results if r.status == "fail"]
+def test_a_broken_pass_is_rejected_with_its_hint(name, secret):
+    result = graded(broken.BATCH_VARIANTS[name], name, secret)
+    failed = rejected(result)
     check, words = BATCH_HINTS[name]
-    assert not result.passed and result.crash is None
     assert [r.check.name for r in failed] == [check]  # one family, the others pass
     assert words in failed[0].outcome.hint, failed[0].outcome.hint
     story = "\n".join(failed[0].outcome.story)
     assert story.startswith("ragged_pass(start=") and ("expected" in story)
     assert result.seconds < 10  # ~0.1 s measured
+
+
+def batches_handed(secret: int | None) -> list[tuple]:
+    """Every (start, n_new, T) a grading hands a correct pass, in order (`secret` None:
+    SPECDEC_GRADING_SECRET's, as `specdec grade` would)."""
+    seen = []
+
+    def ragged_pass(start, n_new, T):
+        seen.append((tuple(int(s) for s in start), tuple(int(n) for n in n_new), T))
+        return reference_ragged_pass(start, n_new, T)
+
+    result = graded(ragged_pass, secret=secret)
+    assert result.passed, not_passed(result)
+    return seen
+
+
+def test_the_random_batches_are_drawn_afresh_for_each_grading(monkeypatch):
+    first, other = batches_handed(SECRETS[0]), batches_handed(SECRETS[1])
+    monkeypatch.setenv(SECRET_ENV, str(SECRETS[0]))
+    assert batches_handed(None) == first  # the secret pinned: the same batches, in order
+    shown = [(c.start, c.n_new, c.T) for c in FIXED]
+    assert first[: len(FIXED)] == other[: len(FIXED)] == shown  # the shown batches stay
+    # then each grading's random batches, each asked once (a shown batch drawn again is not)
+    drawn = [[(c.start, c.n_new, c.T) for c in random_cases(s)] for s in SECRETS]
+    assert first[len(FIXED) :] == [c for c in drawn[0] if c not in shown]
+    assert other[len(FIXED) :] == [c for c in drawn[1] if c not in shown]
+    assert not set(drawn[1]) <= set(drawn[0])  # another secret: batches the first never saw
+
+
+def test_a_table_of_the_shown_batches_fails_the_random_ones():
+    table = {(c.start, c.n_new, c.T) for c in FIXED}
+
+    def ragged_pass(start, n_new, T):
+        if (tuple(int(s) for s in start), tuple(int(n) for n in n_new), T) in table:
+            return reference_ragged_pass(start, n_new, T)
+        B = len(start)
+        return np.zeros((B, T), dtype=np.int64), np.zeros((B, T, 1), bool), np.zeros((B, 1), bool)
+
+    for secret in SECRETS:
+        failed = rejected(graded(ragged_pass, secret=secret))
+        assert [r.check.name for r in failed] == [f"{p}/random" for p in PREFIXES]
+        story = failed[0].outcome.story[0]  # the smallest batch is one of this grading's
+        assert any(story.startswith(c.describe()) for c in random_cases(secret))
+
+
+PREFIXES = ("batch-positions", "batch-mask", "batch-writes")
 
 
 def test_an_s_that_forgets_an_idle_row_fails_the_mask_and_the_writes_on_their_shape():

@@ -1,6 +1,8 @@
 """The cache exercise's grader (specdec/grading/exercises/cache/checks.py): the worked solution and
-the project's own KVCache pass, the skeleton fails on its NotImplementedError, and each broken
-SlotCache is rejected with the hint its mistake calls for (matched by a few words)."""
+the project's own KVCache pass, the skeleton fails on its NotImplementedError, each broken
+SlotCache is rejected, under two secrets, with the hint its mistake calls for (matched by a few
+words), and the random scripts are drawn afresh from each grading's secret (a pinned one draws
+them again)."""
 
 from __future__ import annotations
 
@@ -9,20 +11,39 @@ import pytest
 
 from specdec.grading import grade
 from specdec.grading.engine.core import run_families
+from specdec.grading.engine.secret import SECRET_ENV, secret_held
 from specdec.grading.engine.submission import Submission, load_submission
 from specdec.grading.exercises import exercise
-from specdec.grading.exercises.cache.checks import SCRIPTS, Model, cache_families, random_scripts
+from specdec.grading.exercises.cache.checks import (
+    N_RANDOM,
+    RANDOM_CAPACITY,
+    RANDOM_OPS,
+    SCRIPTS,
+    Model,
+    cache_families,
+    random_scripts,
+)
 
 BROKEN = "tests/grader/broken_exercises_basic.py"
 CACHE = exercise("cache")
+SECRETS = (1, 2)  # the random scripts of two gradings
 
 
-def first_failure(name: str):
+def first_failures(name: str, secrets: tuple[int, ...] = SECRETS[:1]) -> list:
+    """(the grading, its first failure) of the broken `name` under each secret, all graded
+    in one worker."""
     sub = load_submission(f"{BROKEN}:{name}", "cache")
-    result = run_families(sub, cache_families())
-    failed = [r for r in result.results if r.status == "fail"]
-    assert not result.passed and failed, f"{name} was not rejected"
-    return result, failed[0]
+    try:
+        found = []
+        for secret in secrets:
+            with secret_held(secret):
+                result = run_families(sub, cache_families())
+            failed = [r for r in result.results if r.status == "fail"]
+            assert not result.passed and failed, f"{name} was not rejected under {secret}"
+            found.append((result, failed[0]))
+        return found
+    finally:
+        sub.close()
 
 
 def test_the_solution_passes_and_is_recognised_by_its_name():
@@ -96,17 +117,17 @@ HINTS = {
 
 @pytest.mark.parametrize("name", sorted(HINTS))
 def test_a_broken_cache_is_rejected_with_its_hint(name):
-    result, failure = first_failure(name)
     check, words = HINTS[name]
-    assert failure.check.name == check
-    assert result.crash is None
-    assert words in failure.outcome.hint, failure.outcome.hint
-    assert "<- here" in "\n".join(failure.outcome.story)  # the calls, up to the wrong one
-    assert result.seconds < 10
+    for result, failure in first_failures(name, SECRETS):  # two gradings, the same verdict
+        assert failure.check.name == check
+        assert result.crash is None
+        assert words in failure.outcome.hint, failure.outcome.hint
+        assert "<- here" in "\n".join(failure.outcome.story)  # the calls, up to the wrong one
+        assert result.seconds < 10
 
 
 def test_a_crash_on_an_allowed_call_says_why_it_is_allowed():
-    result, failure = first_failure("RefusesExactFit")
+    ((result, failure),) = first_failures("RefusesExactFit")
     assert failure.check.name == "cache/overflow" and failure.crash is not None
     assert "broken_exercises_basic.py, line" in failure.crash.where
     assert "fills the cache exactly is allowed" in failure.crash.hint
@@ -132,5 +153,55 @@ def test_the_scripts_exercise_what_they_claim():
     # the over-commit script refuses commits; the random ones refuse both kinds
     assert replay(SCRIPTS["overflow"][1])[0] >= 1 and replay(SCRIPTS["overflow"][1])[2] >= 1
     assert replay(SCRIPTS["over-commit"][1])[1] >= 2
-    totals = np.sum([replay(s) for s in random_scripts()], axis=0)
-    assert totals[0] >= 1 and totals[1] >= 3
+    for secret in SECRETS:
+        scripts = random_scripts(secret)
+        assert len(scripts) == N_RANDOM
+        assert all(len(s.ops) == RANDOM_OPS and s.capacity == RANDOM_CAPACITY for s in scripts)
+        totals = np.sum([replay(s) for s in scripts], axis=0)
+        assert totals[0] >= 1 and totals[1] >= 3
+
+
+class Recording(ReferenceSlotCache):
+    """The reference cache, noting every call the grader makes and every row it writes."""
+
+    seen: list = []
+
+    def __init__(self, capacity: int, n_head: int, head_size: int) -> None:
+        super().__init__(capacity, n_head, head_size)
+        self.seen.append(("new", capacity))
+
+    def write(self, k, v) -> None:
+        self.seen.append(("write", k.tobytes() + v.tobytes()))
+        super().write(k, v)
+
+    def commit(self, n: int) -> None:
+        self.seen.append(("commit", n))
+        super().commit(n)
+
+    def rollback(self) -> None:
+        self.seen.append(("rollback",))
+        super().rollback()
+
+
+def calls_made(secret: int | None) -> list[tuple]:
+    """Every call of a grading, the rows written included, in order (`secret` None:
+    SPECDEC_GRADING_SECRET's, as `specdec grade` would)."""
+    Recording.seen = []
+    with secret_held(secret):
+        result = run_families(
+            Submission("recording", Recording, "cache", "test", None), cache_families()
+        )
+    assert result.passed, [r.outcome.summary for r in result.results if r.status != "pass"]
+    return Recording.seen
+
+
+def test_the_random_scripts_are_drawn_afresh_for_each_grading(monkeypatch):
+    first, other = calls_made(SECRETS[0]), calls_made(SECRETS[1])
+    monkeypatch.setenv(SECRET_ENV, str(SECRETS[0]))
+    assert calls_made(None) == first  # the secret pinned: the same calls and rows, in order
+    shown = first.index(("new", RANDOM_CAPACITY))  # the shown scripts come first
+    assert first[:shown] == other[:shown] and first[shown:] != other[shown:]
+    rows = [{c for c in calls[shown:] if c[0] == "write"} for calls in (first, other)]
+    assert not rows[0] & rows[1]  # not one random row in common
+    a, b = random_scripts(SECRETS[0]), random_scripts(SECRETS[1])
+    assert a == random_scripts(SECRETS[0]) and a != b

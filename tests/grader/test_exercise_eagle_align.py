@@ -1,19 +1,20 @@
 """The EAGLE alignment exercise's grader (specdec/grading/exercises/eagle_align/): the worked
 solution passes, the untouched skeleton fails on its NotImplementedError, and each broken
-variant (tests/grader/broken_eagle_align.py) is rejected by the pairs check its mistake first
-shows in and by the round inside a real drafter, each with the hint that names it.
+variant (tests/grader/broken_eagle_align.py) is rejected, under two secrets, by the pairs
+check its mistake first shows in and by the round inside a real drafter, each with the hint
+that names it.
 
 The grader's own expectations are tested too: on every case its rule gives the pairs the
 reference's EagleDrafter feeds (its prefill, and the catch-up at the start of a proposal,
 spied on), the drafter that takes its pairs from a submission is the reference's drafter bit
-for bit when they are the rule's, the seeded rounds hold the catch-ups they claim, and each
-catalogued mistake differs from the contract on some case (so every hint can be reached)."""
+for bit when they are the rule's, the rounds hold the catch-ups they claim, the random cases
+and the rounds' prompts and generators are drawn afresh for each grading (a pinned secret
+draws them again), and each catalogued mistake differs from the contract on some case (so
+every hint can be reached)."""
 
 from __future__ import annotations
 
-import inspect
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,16 +23,15 @@ from reference.config import GPTConfig
 from reference.eagle import EagleDrafter, init_eagle_params
 from reference.model import GPT, init_params
 from reference.sampling import SamplingParams
-from specdec.grading import grade
-from specdec.grading.engine.core import run_families
 from specdec.grading.engine.report import text_report
-from specdec.grading.engine.submission import Submission
+from specdec.grading.engine.secret import SECRET_ENV, secret_held
 from specdec.grading.exercises import exercise
 from specdec.grading.exercises.eagle_align.cases import (
+    GROUPS,
+    N_RANDOM,
     Answer,
     C,
     V,
-    all_cases,
     expected,
     random_cases,
     rule,
@@ -40,41 +40,42 @@ from specdec.grading.exercises.eagle_align.cases import (
 from specdec.grading.exercises.eagle_align.checks import eagle_align_families
 from specdec.grading.exercises.eagle_align.mistakes import MISTAKES, rebuilt
 from specdec.grading.exercises.eagle_align.round import (
-    ROUND_CASES,
+    SHAPES,
     StudentEagle,
     eagle_pair,
     reference_run,
+    round_cases,
     run_case,
 )
 
 from . import broken_eagle_align as broken
+from .exercise_tests import (
+    grader_for,
+    not_passed,
+    rejected,
+    shows_its_mistake,
+    the_skeleton_fails,
+    the_solution_passes,
+)
 
-REPO = Path(__file__).resolve().parents[2]
 EAGLE_ALIGN = exercise("eagle_align")
+graded = grader_for("eagle_align", eagle_align_families)
+SECRETS = (1, 2)  # the random cases and rounds of two gradings
+SHOWN = tuple(c for _, cases in GROUPS.values() for c in cases)  # the same in every grading
 
 
-def graded(function):
-    source = inspect.getsourcefile(function)
-    submission = Submission(function.__name__, function, "eagle_align", "test", source)
-    return run_families(submission, eagle_align_families())
+def all_cases() -> tuple:
+    """The cases of two gradings: the shown ones, then each one's random contexts."""
+    return SHOWN + random_cases(SECRETS[0]) + random_cases(SECRETS[1])
 
 
-def not_passed(result) -> list[str]:
-    return [
-        f"{r.check.name}: {r.outcome and r.outcome.summary}"
-        for r in result.results
-        if r.status != "pass"
-    ]
+def rounds() -> list[tuple]:
+    """(secret, round) of the two gradings, each to be run under its secret."""
+    return [(secret, case) for secret in SECRETS for case in round_cases(secret)]
 
 
-def test_the_solution_passes_and_is_recognised_by_its_name(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = grade(EAGLE_ALIGN.spec(solution=True))
-    assert result.passed, not_passed(result)
-    assert result.submission.kind == "eagle_align" and "its name" in result.submission.kind_reason
-    assert tuple(dict.fromkeys(r.family for r in result.results)) == EAGLE_ALIGN.families
-    assert {r.status for r in result.results} == {"pass"}
-    assert not any(r.check.sampled for r in result.results)
+def test_the_solution_passes_and_is_recognised_by_its_name():
+    result = the_solution_passes("eagle_align")
     assert result.seconds < 10  # ~0.2 s measured
 
 
@@ -83,17 +84,10 @@ def test_the_correct_variant_of_the_catalogue_passes():
     assert result.passed, not_passed(result)
 
 
-def test_the_skeleton_fails_on_its_not_implemented_error(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = grade(EAGLE_ALIGN.spec())
-    assert not result.passed
-    assert isinstance(result.crash.error, NotImplementedError)
-    assert f"specdec grade {EAGLE_ALIGN.spec()}" in str(result.crash.error)
-    assert "my_eagle_align.py, line" in result.crash.where
+def test_the_skeleton_fails_on_its_not_implemented_error():
+    result = the_skeleton_fails("eagle_align")
     assert result.crash.call.startswith("catch_up_pairs(context=[")
     assert "(n = 1), features [0, C] (none), cached=0)" in result.crash.call
-    assert not result.crash.hint  # no guess at a mistake: nothing is written yet
-    assert {result.family_status(f) for f in EAGLE_ALIGN.families} == {"fail"}
 
 
 # variant -> (the pairs check that rejects it first, words of its hint); the round inside a
@@ -123,16 +117,15 @@ def test_every_broken_variant_has_an_expected_hint():
     assert set(HINTS) | {"feature_one_ahead"} == set(broken.VARIANTS)
 
 
+@pytest.mark.parametrize("secret", SECRETS)
 @pytest.mark.parametrize("name", sorted(HINTS))
-def test_a_broken_variant_is_rejected_with_its_hint(name):
-    result = graded(broken.VARIANTS[name])
+def test_a_broken_variant_is_rejected_with_its_hint(name, secret):
+    result = graded(broken.VARIANTS[name], secret=secret)
     check, words = HINTS[name]
-    failed = [r for r in result.results if r.status == "fail"]
-    assert not result.passed and result.crash is None
+    failed = rejected(result)
     assert [r.check.name for r in failed] == [check, "eagle-round/greedy"]
     pairs, in_round = failed
-    assert words in pairs.outcome.hint, pairs.outcome.hint
-    assert pairs.outcome.story[0].startswith("the smallest wrong case: catch_up_pairs(")
+    shows_its_mistake(pairs.outcome, words, "catch_up_pairs")
     assert ROUND_WORDS.get(name, words) in in_round.outcome.hint, in_round.outcome.hint
     story = "\n".join(in_round.outcome.story)
     assert "the reference drafter fed" in story and "yours fed" in story
@@ -140,19 +133,24 @@ def test_a_broken_variant_is_rejected_with_its_hint(name):
     assert "FAIL  eagle-pairs:" in report and "FAIL  eagle-round:" in report
 
 
-def test_a_misaligned_drafter_still_emits_the_targets_text_and_the_story_says_so():
-    result = graded(broken.tokens_not_shifted)
+@pytest.mark.parametrize("secret", SECRETS)
+def test_a_misaligned_drafter_still_emits_the_targets_text_and_the_story_says_so(secret):
+    result = graded(broken.tokens_not_shifted, secret=secret)
     (in_round,) = [r for r in result.results if r.check.name == "eagle-round/greedy"]
     story = "\n".join(in_round.outcome.story)
     assert "the text is still the target's own" in story
-    assert "from slot 0 on they differ from the reference's" in story
+    # from the first pair whose token is not its successor's (a prompt may repeat a token)
+    assert "on they differ from the reference's (a fresh prefill's)" in story
 
 
-def test_feeding_cached_pairs_again_shows_the_cache_growing_past_a_fresh_prefill():
-    result = graded(broken.cached_pairs_fed_again)
+@pytest.mark.parametrize("secret", SECRETS)
+def test_feeding_cached_pairs_again_shows_the_cache_growing_past_a_fresh_prefill(secret):
+    result = graded(broken.cached_pairs_fed_again, secret=secret)
     (in_round,) = [r for r in result.results if r.check.name == "eagle-round/greedy"]
     story = "\n".join(in_round.outcome.story)
-    assert "committed slots; the reference's holds 5" in story
+    with secret_held(secret):  # after round 1 the reference holds a slot per known pair
+        k, _ = reference_run(round_cases(secret)[0]).steps[1].cached_after
+    assert f"committed slots; the reference's holds {k.shape[2]}" in story
     assert in_round.outcome.story[1].startswith("round 1: catch_up_pairs(")
 
 
@@ -247,15 +245,16 @@ def test_the_rule_is_what_the_reference_eagle_drafter_feeds(wide_vocab_pair):
 
 def test_the_drafter_driven_by_the_rule_is_the_reference_drafter_bit_for_bit():
     target, params = eagle_pair()
-    for case in ROUND_CASES:
+    for secret, case in rounds():
         calls: list[tuple] = []
 
         def counted(call, calls=calls):
             calls.append(call)
             return rule(*call)
 
-        mine = run_case(case, StudentEagle(target, params, counted))
-        theirs = reference_run(case)
+        with secret_held(secret):
+            mine = run_case(case, StudentEagle(target, params, counted))
+            theirs = reference_run(case)
         assert not mine.error and (mine.tokens, mine.kept) == (theirs.tokens, theirs.kept)
         # asked at prefill and at every proposal of a draft: the reference's catch-up is
         # replaced, not run beside it
@@ -270,8 +269,9 @@ def test_the_drafter_driven_by_the_rule_is_the_reference_drafter_bit_for_bit():
 def test_the_reference_drafters_cache_equals_a_fresh_prefill_after_the_run():
     # what the round's story says of the reference's cache
     target, params = eagle_pair()
-    for case in ROUND_CASES:
-        run = reference_run(case)
+    for secret, case in rounds():
+        with secret_held(secret):
+            run = reference_run(case)
         context = np.array([*case.prompt, *run.tokens])
         fresh = EagleDrafter(target, params)  # given the history as the loop gives it
         fresh.observe_features(target.residual(context[:-1]))
@@ -281,18 +281,89 @@ def test_the_reference_drafters_cache_equals_a_fresh_prefill_after_the_run():
         np.testing.assert_allclose(k, fresh.cache.committed()[0][:, :, :length], atol=1e-5)
 
 
-def test_the_seeded_rounds_hold_every_kind_of_catch_up():
-    for case in ROUND_CASES:
-        run = reference_run(case)
+def test_the_rounds_hold_every_kind_of_catch_up():
+    for secret, case in rounds():
+        with secret_held(secret):
+            run = reference_run(case)
         assert case.k in run.kept and 0 in run.kept, (case.name, run.kept)  # all and none kept
-        fed = [len(s.fed.tokens) for s in run.steps]
-        assert fed[0] >= 2 and case.k + 1 in fed and 1 in fed, (case.name, fed)
-    assert {c.temperature == 0 for c in ROUND_CASES} == {True, False}
+        fed = [len(s.fed.tokens) for s in run.steps]  # the prefill's, then each round's
+        assert fed[0] >= 2 and case.k + 1 in fed[1:] and 1 in fed[1:], (case.name, fed)
+        assert 4 <= len(case.prompt) <= 8
+        assert len(case.prompt) + case.new_tokens + case.k <= eagle_pair()[0].config.n_ctx
+    assert {c.temperature == 0 for c in SHAPES} == {True, False}
 
 
-def test_the_random_cases_hold_every_kind_of_call():
-    cases = random_cases()
-    assert len(set(cases)) == len(cases) == 300
+def contexts_handed(secret: int | None) -> list[tuple]:
+    """Every context a grading hands the rule, in order, the rounds' last (`secret` None:
+    SPECDEC_GRADING_SECRET's, as `specdec grade` would)."""
+    seen = []
+
+    def catch_up_pairs(context, features, cached):
+        seen.append(tuple(int(x) for x in context))
+        return broken.correct(context, features, cached)
+
+    with secret_held(secret):
+        result = graded(catch_up_pairs)
+    assert result.passed, not_passed(result)
+    return seen
+
+
+def test_the_rounds_are_drawn_afresh_for_each_grading(monkeypatch):
+    first, other = contexts_handed(SECRETS[0]), contexts_handed(SECRETS[1])
+    monkeypatch.setenv(SECRET_ENV, str(SECRETS[0]))
+    assert contexts_handed(None) == first  # the secret pinned: the same prompts, the same runs
+    for secret, handed in zip(SECRETS, (first, other), strict=True):
+        for case in round_cases(secret):  # each round of a grading runs on its prompt
+            n = len(case.prompt)
+            assert any(c[:n] == case.prompt and len(c) > n for c in handed), case
+    assert round_cases(SECRETS[0]) != round_cases(SECRETS[1])
+    # the sampled round's generator is the grading's: the same prompt, another run
+    case = round_cases(SECRETS[0])[1]
+    runs = []
+    for secret in SECRETS:
+        with secret_held(secret):
+            runs.append(reference_run(case).tokens)
+    assert runs[0] != runs[1]
+
+
+def test_the_random_contexts_are_drawn_afresh_for_each_grading():
+    a, b = random_cases(SECRETS[0]), random_cases(SECRETS[1])
+    assert a == random_cases(SECRETS[0]) and not set(b) <= set(a)
+
+    def handed(secret: int) -> list:
+        seen = []
+
+        def catch_up_pairs(context, features, cached):
+            seen.append((tuple(int(x) for x in context), len(features), cached))
+            return broken.correct(context, features, cached)
+
+        assert graded(catch_up_pairs, secret=secret).passed
+        return seen
+
+    for secret, cases in zip(SECRETS, (a, b), strict=True):
+        assert {(c.context, c.m, c.cached) for c in cases} <= set(handed(secret))
+
+
+def test_a_table_of_the_shown_cases_fails_the_random_ones_and_the_rounds():
+    table = {(c.context, c.m, c.cached) for c in SHOWN}
+
+    def catch_up_pairs(context, features, cached):
+        if (tuple(int(x) for x in context), len(features), cached) in table:
+            return broken.correct(context, features, cached)
+        return np.zeros(0, dtype=np.int64), np.zeros((0, C), dtype=np.float32)
+
+    for secret in SECRETS:
+        failed = rejected(graded(catch_up_pairs, secret=secret))
+        assert [r.check.name for r in failed] == ["eagle-pairs/random", "eagle-round/greedy"]
+        story = failed[0].outcome.story[0]  # the smallest wrong case is one of this grading's
+        assert any(story.endswith(c.describe()) for c in random_cases(secret))
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_the_random_cases_hold_every_kind_of_call(secret):
+    cases = random_cases(secret)
+    assert len(set(cases)) == len(cases) == N_RANDOM
+    assert max(c.n for c in cases) <= 24
     r = [c.ready - c.cached for c in cases]
     assert any(c.n == 1 for c in cases)
     assert sum(c.m == c.n for c in cases) >= 50  # prefills

@@ -14,10 +14,8 @@ skeleton's worked example is the rule's answer."""
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,11 +23,8 @@ import pytest
 from reference.config import GPTConfig
 from reference.eagle import EagleDrafter
 from reference.model import GPT, init_params
-from specdec.grading import grade
-from specdec.grading.engine.core import run_families
 from specdec.grading.engine.report import text_report
 from specdec.grading.engine.secret import secret_held
-from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises import exercise
 from specdec.grading.exercises.eagle_block.cases import GROUPS, all_cases, fresh_cases
 from specdec.grading.exercises.eagle_block.checks import eagle_block_families
@@ -48,35 +43,28 @@ from specdec.grading.exercises.eagle_block.rule import (
 )
 
 from . import broken_eagle_block as broken
+from .exercise_tests import (
+    REPO,
+    grader_for,
+    not_passed,
+    rejected,
+    shows_its_mistake,
+    the_skeleton_fails,
+    the_solution_passes,
+)
 
-REPO = Path(__file__).resolve().parents[2]
 EAGLE_BLOCK = exercise("eagle_block")
 SECRETS = (1, 2)  # the fresh cases and runs of two gradings
+graded_in_process = grader_for("eagle_block", eagle_block_families)
 
 
 def graded(function, secret: int = 1):
-    source = inspect.getsourcefile(function)
-    submission = Submission(function.__name__, function, "eagle_block", "test", source)
     with secret_held(secret):
-        return run_families(submission, eagle_block_families())
+        return graded_in_process(function)
 
 
-def not_passed(result) -> list[str]:
-    return [
-        f"{r.check.name}: {r.outcome and r.outcome.summary}"
-        for r in result.results
-        if r.status != "pass"
-    ]
-
-
-def test_the_solution_passes_and_is_recognised_by_its_name(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = grade(EAGLE_BLOCK.spec(solution=True))
-    assert result.passed, not_passed(result)
-    assert result.submission.kind == "eagle_block" and "its name" in result.submission.kind_reason
-    assert tuple(dict.fromkeys(r.family for r in result.results)) == EAGLE_BLOCK.families
-    assert {r.status for r in result.results} == {"pass"}
-    assert not any(r.check.sampled for r in result.results)
+def test_the_solution_passes_and_is_recognised_by_its_name():
+    result = the_solution_passes("eagle_block")
     assert result.seconds < 10  # ~0.3 s measured
 
 
@@ -85,16 +73,9 @@ def test_the_correct_variant_of_the_catalogue_passes():
     assert result.passed, not_passed(result)
 
 
-def test_the_skeleton_fails_on_its_not_implemented_error(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = grade(EAGLE_BLOCK.spec())
-    assert not result.passed
-    assert isinstance(result.crash.error, NotImplementedError)
-    assert f"specdec grade {EAGLE_BLOCK.spec()}" in str(result.crash.error)
-    assert "my_eagle_block.py, line" in result.crash.where
+def test_the_skeleton_fails_on_its_not_implemented_error():
+    result = the_skeleton_fails("eagle_block")
     assert result.crash.call.startswith("eagle_block_forward(tokens=[")
-    assert not result.crash.hint  # no guess at a mistake: nothing is written yet
-    assert {result.family_status(f) for f in EAGLE_BLOCK.families} == {"fail"}
 
 
 # variant -> (the eagle-block check that rejects it first, words of its hint, whether the
@@ -133,12 +114,9 @@ def test_every_broken_variant_has_an_expected_hint():
 def test_a_broken_variant_is_rejected_with_its_hint(name):
     result = graded(broken.VARIANTS[name])
     check, words, in_round = HINTS[name]
-    failed = [r for r in result.results if r.status == "fail"]
-    assert not result.passed and result.crash is None
+    failed = rejected(result)
     assert [r.check.name for r in failed] == [check] + ["eagle-block-round/greedy"] * in_round
-    rows = failed[0]
-    assert words in rows.outcome.hint, rows.outcome.hint
-    assert rows.outcome.story[0].startswith("the smallest wrong case: eagle_block_forward(")
+    shows_its_mistake(failed[0].outcome, words, "eagle_block_forward")
     report = text_report(result)
     assert "FAIL  eagle-block:" in report
     if in_round:

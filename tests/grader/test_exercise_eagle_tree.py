@@ -13,9 +13,7 @@ differs from the contract on some case (so every hint can be reached)."""
 
 from __future__ import annotations
 
-import inspect
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -24,10 +22,7 @@ import pytest
 import reference.tree.eagle as reference_eagle
 from reference.sampling import SamplingParams
 from reference.tree.eagle import EagleTreeDrafter
-from specdec.grading import grade
-from specdec.grading.engine.core import run_families
 from specdec.grading.engine.report import text_report
-from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises import exercise
 from specdec.grading.exercises.eagle_tree.cases import (
     GROUPS,
@@ -40,45 +35,37 @@ from specdec.grading.exercises.eagle_tree.checks import eagle_tree_families
 from specdec.grading.exercises.eagle_tree.mistakes import MISTAKES
 from specdec.grading.exercises.eagle_tree.round import (
     CONFIG,
-    ROUND_CASES,
+    ROUND_NAMES,
     SHAPE,
     GrownTree,
     eagle_pair,
     reference_run,
+    round_cases,
     rule_growth,
     run_case,
     same_run,
 )
 
 from . import broken_eagle_tree as broken
+from .exercise_tests import (
+    REPO,
+    grader_for,
+    not_passed,
+    rejected,
+    shows_its_mistake,
+    the_skeleton_fails,
+    the_solution_passes,
+)
 
-REPO = Path(__file__).resolve().parents[2]
 EAGLE_TREE = exercise("eagle_tree")
 SECRETS = (1, 2)  # two gradings' random cases
 
 
-def graded(function):
-    source = inspect.getsourcefile(function)
-    submission = Submission(function.__name__, function, "eagle_tree", "test", source)
-    return run_families(submission, eagle_tree_families())
+graded = grader_for("eagle_tree", eagle_tree_families)
 
 
-def not_passed(result) -> list[str]:
-    return [
-        f"{r.check.name}: {r.outcome and r.outcome.summary}"
-        for r in result.results
-        if r.status != "pass"
-    ]
-
-
-def test_the_solution_passes_and_is_recognised_by_its_name(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = grade(EAGLE_TREE.spec(solution=True))
-    assert result.passed, not_passed(result)
-    assert result.submission.kind == "eagle_tree" and "its name" in result.submission.kind_reason
-    assert tuple(dict.fromkeys(r.family for r in result.results)) == EAGLE_TREE.families
-    assert {r.status for r in result.results} == {"pass"}
-    assert not any(r.check.sampled for r in result.results)
+def test_the_solution_passes_and_is_recognised_by_its_name():
+    result = the_solution_passes("eagle_tree")
     assert result.seconds < 10  # ~2 s measured, the worker's callbacks included
 
 
@@ -87,16 +74,9 @@ def test_the_correct_variant_of_the_catalogue_passes():
     assert result.passed, not_passed(result)
 
 
-def test_the_skeleton_fails_on_its_not_implemented_error(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = grade(EAGLE_TREE.spec())
-    assert not result.passed
-    assert isinstance(result.crash.error, NotImplementedError)
-    assert f"specdec grade {EAGLE_TREE.spec()}" in str(result.crash.error)
-    assert "my_eagle_tree.py, line" in result.crash.where
+def test_the_skeleton_fails_on_its_not_implemented_error():
+    result = the_skeleton_fails("eagle_tree")
     assert result.crash.call.startswith("grow_eagle_tree(root=9, root_confidence [V = 4]")
-    assert not result.crash.hint  # no guess at a mistake: nothing is written yet
-    assert {result.family_status(f) for f in EAGLE_TREE.families} == {"fail"}
 
 
 # variant -> (the eagle-tree check that rejects it first, words of its hint); the round
@@ -124,13 +104,11 @@ def test_every_broken_variant_has_an_expected_hint():
 def test_a_broken_variant_is_rejected_with_its_hint(name):
     result = graded(broken.VARIANTS[name])
     check, words = HINTS[name]
-    failed = [r for r in result.results if r.status == "fail"]
-    assert not result.passed and result.crash is None
+    failed = rejected(result)
     in_round = [] if name in NOT_IN_A_REAL_ROUND else ["eagle-tree-round/greedy"]
     assert [r.check.name for r in failed] == [check, *in_round]
-    assert words in failed[0].outcome.hint, failed[0].outcome.hint
+    shows_its_mistake(failed[0].outcome, words, "grow_eagle_tree")
     story = "\n".join(failed[0].outcome.story)
-    assert story.startswith("the smallest wrong case: grow_eagle_tree(")
     assert "expected passes:" in story and "your passes:" in story
     if in_round:
         assert words in failed[1].outcome.hint, failed[1].outcome.hint
@@ -265,25 +243,41 @@ def test_the_rule_is_the_reference_growth_node_by_node(monkeypatch):
     assert compared >= 300
 
 
-def test_the_drafter_grown_by_the_rule_is_the_reference_drafter_bit_for_bit():
+@pytest.mark.parametrize("secret", SECRETS)
+def test_the_drafter_grown_by_the_rule_is_the_reference_drafter_bit_for_bit(secret):
     target, params = eagle_pair()
-    for case in ROUND_CASES:
+    for case in round_cases(secret):
         mine = run_case(case, GrownTree(target, params, rule_growth()))
         theirs = reference_run(case)
         assert not mine.error and same_run(mine, theirs), case.name
 
 
-def test_the_seeded_rounds_hold_pruned_and_full_levels():
-    for case in ROUND_CASES:
-        rows = [r for step in reference_run(case).steps for r in step.rows]
-        assert SHAPE["top"] in rows and 1 in rows, (case.name, rows)  # full and pruned passes
-        trees = {step.parents for step in reference_run(case).steps}
-        assert len(trees) >= 3, case.name  # the tree's shape changes with the drafter's mind
-    assert {c.temperature == 0 for c in ROUND_CASES} == {True, False}
-    # the drafter's cache never runs short of rows for a level (the reference would then
-    # expand fewer than `top`, which the contract does not say)
-    longest = max(len(c.prompt) + c.new_tokens for c in ROUND_CASES)
-    assert longest + SHAPE["top"] * (SHAPE["depth"] - 1) < CONFIG.n_ctx
+def test_each_grading_draws_its_own_rounds():
+    # the same secret, the same runs; other secrets, other prompts (a student cannot know them)
+    assert round_cases(1) == round_cases(1)
+    prompts = {c.prompt for secret in range(1, 21) for c in round_cases(secret)}
+    assert len(prompts) >= 35
+    assert [c.name for c in round_cases(1)] == list(ROUND_NAMES)
+    assert [c.temperature for c in round_cases(1)] == [0.0, 1.0]
+
+
+def test_the_drawn_rounds_hold_pruned_and_full_levels():
+    # over 20 gradings' runs: full and pruned passes, trees that change shape round to round
+    full = pruned = changing = 0
+    for secret in range(1, 21):
+        for case in round_cases(secret):
+            steps = reference_run(case).steps
+            rows = [r for step in steps for r in step.rows]
+            full += SHAPE["top"] in rows
+            pruned += 1 in rows
+            changing += len({step.parents for step in steps}) >= 3
+            # the drafter's cache never runs short of rows for a level (the reference would
+            # then expand fewer than `top`, which the contract does not say)
+            assert len(case.prompt) + case.new_tokens + SHAPE["top"] * SHAPE["depth"] < (
+                CONFIG.n_ctx
+            )
+    print(f"of 40 runs: {full} with a full pass, {pruned} with a pruned one, {changing} changing")
+    assert full >= 36 and pruned >= 30 and changing >= 36
 
 
 def test_the_skeletons_worked_example_is_the_rules_answer():

@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import inspect
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from specdec.grading import grade
-from specdec.grading.engine.core import run_families
 from specdec.grading.engine.report import text_report
-from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises import exercise
 from specdec.grading.exercises.eagle_ttt.cases import EXAMPLE, SHOWN, fresh_cases
 from specdec.grading.exercises.eagle_ttt.checks import eagle_ttt_families
@@ -42,47 +38,31 @@ from specdec.grading.exercises.eagle_ttt.model import (
 )
 
 from . import broken_eagle_ttt as broken
+from .exercise_tests import (
+    REPO,
+    grader_for,
+    not_passed,
+    rejected,
+    shows_its_mistake,
+    the_skeleton_fails,
+    the_solution_passes,
+)
 
-REPO = Path(__file__).resolve().parents[2]
 EAGLE_TTT = exercise("eagle_ttt")
 CASES = SHOWN + fresh_cases(2026)  # the grader's cases under one secret
 SOME = SHOWN + fresh_cases(2026)[:4]  # where a check is costly
 
 
-def graded(function):
-    source = inspect.getsourcefile(function)
-    submission = Submission(function.__name__, function, "eagle_ttt", "test", source)
-    return run_families(submission, eagle_ttt_families())
+graded = grader_for("eagle_ttt", eagle_ttt_families)
 
 
-def not_passed(result) -> list[str]:
-    return [
-        f"{r.check.name}: {r.outcome and r.outcome.summary}"
-        for r in result.results
-        if r.status != "pass"
-    ]
+def test_the_solution_passes_and_is_recognised_by_its_name():
+    the_solution_passes("eagle_ttt")
 
 
-def test_the_solution_passes_and_is_recognised_by_its_name(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = grade(EAGLE_TTT.spec(solution=True))
-    assert result.passed, not_passed(result)
-    assert result.submission.kind == "eagle_ttt" and "its name" in result.submission.kind_reason
-    assert tuple(dict.fromkeys(r.family for r in result.results)) == EAGLE_TTT.families
-    assert {r.status for r in result.results} == {"pass"}
-    assert not any(r.check.sampled for r in result.results)
-
-
-def test_the_skeleton_fails_on_its_not_implemented_error(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = grade(EAGLE_TTT.spec())
-    assert not result.passed
-    assert isinstance(result.crash.error, NotImplementedError)
-    assert f"specdec grade {EAGLE_TTT.spec()}" in str(result.crash.error)
-    assert "my_eagle_ttt.py, line" in result.crash.where
+def test_the_skeleton_fails_on_its_not_implemented_error():
+    result = the_skeleton_fails("eagle_ttt")
     assert result.crash.call.startswith("training_time_test_step(C = 2, H = 2, V = 3, N = 4")
-    assert not result.crash.hint
-    assert {result.family_status(f) for f in EAGLE_TTT.families} == {"fail"}
 
 
 def test_the_catalogues_correct_variant_passes():
@@ -121,15 +101,14 @@ def test_every_broken_variant_has_an_expected_hint():
 @pytest.mark.parametrize("name", sorted(HINTS))
 def test_a_broken_variant_is_rejected_with_its_hint(name):
     result = graded(getattr(broken, name))
-    assert not result.passed and result.crash is None
+    rejected(result)
     for family in EAGLE_TTT.families:
         want = HINTS[name].get(family)
         assert result.family_status(family) == ("fail" if want else "pass"), family
         if want:
             (failed,) = [r for r in result.results if r.family == family and r.status == "fail"]
             assert failed.check.name == f"{family}/shown"  # the shown cases already show it
-            assert want in failed.outcome.hint, failed.outcome.hint
-            assert failed.outcome.story[0].startswith("the smallest wrong case: training_time")
+            shows_its_mistake(failed.outcome, want, "training_time_test_step")
     assert "FAIL  " in text_report(result)
 
 

@@ -1,7 +1,9 @@
 """The sampling exercise's grader (specdec/grading/exercises/sampling/checks.py): the worked
 solution and the project's own `probabilities` pass, the skeleton fails on its NotImplementedError,
-each broken sampling_distribution is rejected with the hint its mistake calls for, and the fixed
-cases hold the conventions the contract states (ties, the top-p boundary, the order)."""
+each broken sampling_distribution is rejected, under two secrets, with the hint its mistake calls
+for, the fixed cases hold the conventions the contract states (ties, the top-p boundary, the
+order), and the random cases are drawn afresh from each grading's secret (a pinned one draws
+them again)."""
 
 from __future__ import annotations
 
@@ -10,25 +12,38 @@ import pytest
 
 from specdec.grading import grade
 from specdec.grading.engine.core import run_families
+from specdec.grading.engine.secret import SECRET_ENV, secret_held
 from specdec.grading.engine.submission import Submission, load_submission
 from specdec.grading.exercises import exercise
 from specdec.grading.exercises.sampling.checks import (
     CASES,
+    N_RANDOM,
     expected,
     mistaken_rows,
+    random_cases,
     sampling_families,
 )
 
 BROKEN = "tests/grader/broken_exercises_basic.py"
 SAMPLING = exercise("sampling")
+SECRETS = (1, 2)  # the random cases of two gradings
 
 
-def first_failure(name: str):
+def first_failures(name: str, secrets: tuple[int, ...] = SECRETS[:1]) -> list:
+    """(the grading, its first failure) of the broken `name` under each secret, all graded
+    in one worker."""
     sub = load_submission(f"{BROKEN}:{name}", "sampling")
-    result = run_families(sub, sampling_families())
-    failed = [r for r in result.results if r.status == "fail"]
-    assert not result.passed and failed, f"{name} was not rejected"
-    return result, failed[0]
+    try:
+        found = []
+        for secret in secrets:
+            with secret_held(secret):
+                result = run_families(sub, sampling_families())
+            failed = [r for r in result.results if r.status == "fail"]
+            assert not result.passed and failed, f"{name} was not rejected under {secret}"
+            found.append((result, failed[0]))
+        return found
+    finally:
+        sub.close()
 
 
 def test_the_solution_passes_and_is_recognised_by_its_name():
@@ -77,14 +92,14 @@ HINTS = {
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # no_max_subtraction overflows
 @pytest.mark.parametrize("name", sorted(HINTS))
 def test_a_broken_sampling_is_rejected_with_its_hint(name):
-    result, failure = first_failure(name)
     check, words = HINTS[name]
-    assert failure.check.name == check
-    assert result.crash is None
-    assert words in failure.outcome.hint, failure.outcome.hint
-    story = "\n".join(failure.outcome.story)
-    assert "expected [" in story and "yours    [" in story
-    assert result.seconds < 10
+    for result, failure in first_failures(name, SECRETS):  # two gradings, the same verdict
+        assert failure.check.name == check
+        assert result.crash is None
+        assert words in failure.outcome.hint, failure.outcome.hint
+        story = "\n".join(failure.outcome.story)
+        assert "expected [" in story and "yours    [" in story
+        assert result.seconds < 10
 
 
 def rows(name: str) -> list[np.ndarray]:
@@ -111,10 +126,36 @@ def test_the_cases_hold_the_stated_conventions():
 
 
 def test_the_random_cases_mix_every_option():
-    from specdec.grading.exercises.sampling.checks import random_cases
+    for cases in map(random_cases, SECRETS):
+        assert len(cases) == N_RANDOM and all(2 <= len(c.logits) <= 40 for c in cases)
+        assert sum(c.temperature == 0 for c in cases) >= 10
+        assert sum(c.k_on and c.p_on and c.temperature > 0 for c in cases) >= 10
+        assert sum(c.top_k == 0 for c in cases) >= 10 and sum(c.top_p == 1.0 for c in cases) >= 10
+        assert any(c.top_k and c.top_k > len(c.logits) for c in cases)  # k > V: all kept
 
-    cases = random_cases()
-    assert sum(c.temperature == 0 for c in cases) >= 10
-    assert sum(c.k_on and c.p_on and c.temperature > 0 for c in cases) >= 10
-    assert sum(c.top_k == 0 for c in cases) >= 10 and sum(c.top_p == 1.0 for c in cases) >= 10
-    assert any(c.top_k and c.top_k > len(c.logits) for c in cases)  # k > V: every token kept
+
+def rows_handed(secret: int | None) -> list[tuple]:
+    """Every (logits, temperature, top_k, top_p) a grading hands a correct function, in order
+    (`secret` None: SPECDEC_GRADING_SECRET's, as `specdec grade` would)."""
+    seen = []
+
+    def sampling_distribution(logits, temperature, top_k=None, top_p=None):
+        seen.append((tuple(float(z) for z in logits), temperature, top_k, top_p))
+        return reference_sampling_distribution(logits, temperature, top_k, top_p)
+
+    sub = Submission("recording", sampling_distribution, "sampling", "test", None)
+    with secret_held(secret):
+        result = run_families(sub, sampling_families())
+    assert result.passed, [r.outcome.summary for r in result.results if r.status != "pass"]
+    return seen
+
+
+def test_the_random_cases_are_drawn_afresh_for_each_grading(monkeypatch):
+    first, other = rows_handed(SECRETS[0]), rows_handed(SECRETS[1])
+    monkeypatch.setenv(SECRET_ENV, str(SECRETS[0]))
+    assert rows_handed(None) == first  # the secret pinned: the same cases, in order
+    shown = len(first) - N_RANDOM  # the shown cases come first, the same in every grading
+    assert first[:shown] == other[:shown]
+    assert not set(first[shown:]) & set(other[shown:])  # not one random case in common
+    drawn = [(c.logits, c.temperature, c.top_k, c.top_p) for c in random_cases(SECRETS[0])]
+    assert first[shown:] == drawn

@@ -9,27 +9,22 @@ expectation), and each catalogued mistake moves that law far enough for the samp
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from specdec.grading import grade
-from specdec.grading.engine.core import run_families
 from specdec.grading.engine.report import text_report
 from specdec.grading.engine.secret import SECRET_ENV
-from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises import exercise
 from specdec.grading.exercises.tree.cases import TREE_CASES, rule_laws, target_law
 from specdec.grading.exercises.tree.checks import exact_cases, revise_tree_hints, tree_families
 from specdec.grading.exercises.tree.walk import CONTRACT, MISTAKES, rule_law
 
 from . import broken_exercises_drafting as broken
+from .exercise_tests import graded_from_the_repo, grader_for, not_passed, the_skeleton_fails
 
-REPO = Path(__file__).resolve().parents[2]
 SOLUTION = "notebooks/exercises/solutions/tree_solution.py:verify_tree"
 SKELETON = "notebooks/exercises/my_tree.py:verify_tree"
 
@@ -42,24 +37,12 @@ def pinned_secret(monkeypatch):
     monkeypatch.setenv(SECRET_ENV, os.environ.get(SECRET_ENV) or "45")
 
 
-def graded(function, name: str = ""):
-    source = inspect.getsourcefile(function)
-    submission = Submission(name or function.__name__, function, "tree", "test", source)
-    return run_families(submission, tree_families(), revise_tree_hints)
+graded = grader_for("tree", tree_families, revise_tree_hints)
 
 
-def not_passed(result) -> list[str]:
-    return [
-        f"{r.check.name}: {r.outcome and r.outcome.summary}"
-        for r in result.results
-        if r.status != "pass"
-    ]
-
-
-def test_the_solution_passes(monkeypatch):
-    monkeypatch.chdir(REPO)
+def test_the_solution_passes():
     start = time.perf_counter()
-    result = grade(SOLUTION)
+    result = graded_from_the_repo(SOLUTION)
     assert result.passed, not_passed(result)
     assert result.submission.kind == "tree"
     assert tuple(dict.fromkeys(r.family for r in result.results)) == exercise("tree").families
@@ -77,11 +60,8 @@ def test_the_projects_own_verify_tree_passes():
     assert result.verdicts["tree-rule"].startswith("the contract's rule")
 
 
-def test_the_skeleton_fails_naming_not_implemented(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = grade(SKELETON)
-    assert not result.passed
-    assert isinstance(result.crash.error, NotImplementedError)
+def test_the_skeleton_fails_naming_not_implemented():
+    result = the_skeleton_fails("tree")
     assert SKELETON in str(result.crash.error)
     assert result.crash.call.startswith("verify_tree(p_rows [5, 5] float64, tree with parents")
     assert result.seconds < 5

@@ -1,31 +1,27 @@
 """The tree-mask exercise's grader (specdec/grading/exercises/tree_mask/checks.py): the worked
 solution passes, the untouched skeleton fails on its NotImplementedError, and each broken
-variant (tests/grader/broken_tree_masks.py) is rejected by the check its mistake first shows
-in, with the hint that names it.
+variant (tests/grader/broken_tree_masks.py) is rejected, under two secrets, by the check its
+mistake first shows in, with the hint that names it.
 
 The grader's own expectations are tested too: on every case it runs they are what the
 reference's pass places (tree_placement on a real cache) and what its compaction moves
-(compact on a real cache), the random cases hold the kinds of trees and paths they claim,
-and each catalogued mistake differs from the contract on some case the checks run (so every
+(compact on a real cache), the random cases are drawn afresh from each grading's secret (a
+pinned one draws them again) and hold the kinds of trees and paths they claim, and each
+catalogued mistake differs from the contract on some case the checks run (so every
 hint can be reached)."""
 
 from __future__ import annotations
 
-import inspect
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from reference.kv_cache import KVCache
 from reference.tree import compact, kept_slots, tree_placement
-from specdec.grading import grade
-from specdec.grading.engine.core import run_families
 from specdec.grading.engine.report import text_report
-from specdec.grading.engine.submission import Submission
-from specdec.grading.exercises import exercise
-from specdec.grading.exercises.tree_mask.cases import all_cases, expected, random_cases
+from specdec.grading.engine.secret import SECRET_ENV
+from specdec.grading.exercises.tree_mask.cases import GROUPS, N_RANDOM, expected, random_cases
 from specdec.grading.exercises.tree_mask.checks import tree_mask_families
 from specdec.grading.exercises.tree_mask.mistakes import (
     KEPT_MISTAKES,
@@ -35,33 +31,27 @@ from specdec.grading.exercises.tree_mask.mistakes import (
 )
 
 from . import broken_tree_masks as broken
+from .exercise_tests import (
+    grader_for,
+    not_passed,
+    rejected,
+    shows_its_mistake,
+    the_skeleton_fails,
+    the_solution_passes,
+)
 
-REPO = Path(__file__).resolve().parents[2]
-TREE_MASK = exercise("tree_mask")
-
-
-def graded(function):
-    source = inspect.getsourcefile(function)
-    submission = Submission(function.__name__, function, "tree_mask", "test", source)
-    return run_families(submission, tree_mask_families())
-
-
-def not_passed(result) -> list[str]:
-    return [
-        f"{r.check.name}: {r.outcome and r.outcome.summary}"
-        for r in result.results
-        if r.status != "pass"
-    ]
+graded = grader_for("tree_mask", tree_mask_families)
+SECRETS = (1, 2)  # the random trees of two gradings
+SHOWN = tuple(c for _, cases in GROUPS.values() for c in cases)  # the same in every grading
 
 
-def test_the_solution_passes_and_is_recognised_by_its_name(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = grade(TREE_MASK.spec(solution=True))
-    assert result.passed, not_passed(result)
-    assert result.submission.kind == "tree_mask" and "its name" in result.submission.kind_reason
-    assert tuple(dict.fromkeys(r.family for r in result.results)) == TREE_MASK.families
-    assert {r.status for r in result.results} == {"pass"}
-    assert not any(r.check.sampled for r in result.results)
+def all_cases() -> tuple:
+    """The cases of two gradings: the shown ones, then each one's random trees."""
+    return SHOWN + random_cases(SECRETS[0]) + random_cases(SECRETS[1])
+
+
+def test_the_solution_passes_and_is_recognised_by_its_name():
+    result = the_solution_passes("tree_mask")
     assert result.seconds < 10
 
 
@@ -71,16 +61,9 @@ def test_the_correct_variant_of_the_catalogue_passes():
     assert result.passed, not_passed(result)
 
 
-def test_the_skeleton_fails_on_its_not_implemented_error(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = grade(TREE_MASK.spec())
-    assert not result.passed
-    assert isinstance(result.crash.error, NotImplementedError)
-    assert f"specdec grade {TREE_MASK.spec()}" in str(result.crash.error)
-    assert "my_tree_mask.py, line" in result.crash.where
+def test_the_skeleton_fails_on_its_not_implemented_error():
+    result = the_skeleton_fails("tree_mask")
     assert result.crash.call == "tree_attention(parents=[-1], length=0, path=[])"
-    assert not result.crash.hint  # no guess at a mistake: nothing is written yet
-    assert {result.family_status(f) for f in TREE_MASK.families} == {"fail"}
 
 
 # variant -> (the check that rejects it first, words of its hint)
@@ -105,16 +88,15 @@ HINTS = {
 FAMILY_OF = {name: check.partition("/")[0] for name, (check, _) in HINTS.items()}
 
 
+@pytest.mark.parametrize("secret", SECRETS)
 @pytest.mark.parametrize("name", sorted(HINTS))
-def test_a_broken_variant_is_rejected_with_its_hint(name):
-    result = graded(getattr(broken, name))
+def test_a_broken_variant_is_rejected_with_its_hint(name, secret):
+    result = graded(getattr(broken, name), secret=secret)
     check, words = HINTS[name]
-    failed = [r for r in result.results if r.status == "fail"]
-    assert not result.passed and result.crash is None
+    failed = rejected(result)
     # one mistake, one family: the other two parts are the contract's
     assert [r.check.name for r in failed] == [check]
-    assert words in failed[0].outcome.hint, failed[0].outcome.hint
-    assert failed[0].outcome.story[0].startswith("the smallest wrong case: tree_attention(")
+    shows_its_mistake(failed[0].outcome, words, "tree_attention")
     report = text_report(result)
     assert f"FAIL  {FAMILY_OF[name]}:" in report and "hint: " in report
 
@@ -182,9 +164,11 @@ def test_the_expected_moves_are_what_the_reference_compaction_does():
         assert np.array_equal(moved, want.kept.astype(np.float32)), case
 
 
-def test_the_random_cases_hold_every_kind_of_tree_and_path():
-    cases = random_cases()
-    assert len(set(cases)) == len(cases) == 300
+@pytest.mark.parametrize("secret", SECRETS)
+def test_the_random_cases_hold_every_kind_of_tree_and_path(secret):
+    cases = random_cases(secret)
+    assert len(set(cases)) == len(cases) == N_RANDOM
+    assert max(c.n for c in cases) <= 24 and {c.length for c in cases} == set(range(17))
     depth = [int(expected(c).positions.max()) - c.length for c in cases]
     children_of_root = [sum(p == 0 for p in c.parents) for c in cases]
     assert any(c.n == 1 for c in cases)  # a lone root
@@ -195,7 +179,49 @@ def test_the_random_cases_hold_every_kind_of_tree_and_path():
     assert any(not c.path and c.n > 1 for c in cases)  # every candidate refused
     assert any(len(c.path) >= 4 for c in cases)
     assert any(c.path and c.path[-1] > c.path[0] + 1 for c in cases)  # a path with gaps
-    assert {c.length == 0 for c in cases} == {True, False}
+
+
+def trees_handed(secret: int | None) -> list[tuple]:
+    """Every (parents, length, path) a grading hands a correct function, in order (`secret`
+    None: SPECDEC_GRADING_SECRET's, as `specdec grade` would)."""
+    seen = []
+
+    def tree_attention(parents, length, path):
+        seen.append((tuple(int(p) for p in parents), length, tuple(path)))
+        return broken.correct(parents, length, path)
+
+    result = graded(tree_attention, secret=secret)
+    assert result.passed, not_passed(result)
+    return seen
+
+
+def test_the_random_trees_are_drawn_afresh_for_each_grading(monkeypatch):
+    first, other = trees_handed(SECRETS[0]), trees_handed(SECRETS[1])
+    monkeypatch.setenv(SECRET_ENV, str(SECRETS[0]))
+    assert trees_handed(None) == first  # the secret pinned: the same trees, in order
+    shown = [(c.parents, c.length, c.path) for c in SHOWN]
+    assert first[: len(SHOWN)] == other[: len(SHOWN)] == shown  # the shown cases stay
+    # then each grading's random trees, each asked once (a shown case drawn again is not)
+    drawn = [[(c.parents, c.length, c.path) for c in random_cases(s)] for s in SECRETS]
+    assert first[len(SHOWN) :] == [c for c in drawn[0] if c not in shown]
+    assert other[len(SHOWN) :] == [c for c in drawn[1] if c not in shown]
+    assert not set(drawn[1]) <= set(drawn[0])  # another secret: trees the first never saw
+
+
+def test_a_table_of_the_shown_trees_fails_the_random_ones():
+    table = {(c.parents, c.length, c.path) for c in SHOWN}
+
+    def tree_attention(parents, length, path):
+        if (tuple(int(p) for p in parents), length, tuple(path)) in table:
+            return broken.correct(parents, length, path)
+        n = len(parents)
+        return np.eye(n, length + n, length, dtype=bool), np.zeros(n, int), [length], [length]
+
+    for secret in SECRETS:
+        failed = rejected(graded(tree_attention, secret=secret))
+        assert {r.check.name.partition("/")[2] for r in failed} == {"random"}
+        story = failed[0].outcome.story[0]  # the smallest wrong case is one of this grading's
+        assert any(story.endswith(c.describe()) for c in random_cases(secret))
 
 
 @pytest.mark.parametrize(

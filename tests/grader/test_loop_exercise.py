@@ -1,16 +1,21 @@
 """The loop exercise (notebooks/exercises/my_loop.py): its worked solution passes the loop
 family, each broken loop of broken_loops_exercise.py is rejected with a hint that names its
-mistake (matched by a few words), and the skeleton's helper checks tell a written helper from
-a missing or a wrong one.
+mistake (matched by a few words), the generator the runs are handed is fresh for each grading
+(a pinned secret hands the same one again), and the skeleton's helper checks tell a written
+helper from a missing or a wrong one.
 
 The sampled cases run with fewer runs than `specdec grade` uses (CI time); the full grade of
-the solution is `specdec grade notebooks/exercises/solutions/loop_solution.py:...`.
+the solution is `specdec grade notebooks/exercises/solutions/loop_solution.py:...`. Every
+grading here is pinned to a secret (SECRETS[0] unless SPECDEC_GRADING_SECRET is set), so that
+the sampled verdicts are reproducible; the broken loops whose rejection is exact (greedy) are
+graded under a second secret too, the sampled ones under one (CI time: ~3 s each).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import inspect
+import os
 import sys
 
 import numpy as np
@@ -20,13 +25,26 @@ from reference.kv_cache import KVCache
 from reference.verification import verify
 from specdec.grading import grade
 from specdec.grading.engine.core import run_families
+from specdec.grading.engine.secret import SECRET_ENV, secret_held
 from specdec.grading.engine.submission import Submission, load_submission
-from specdec.grading.exercises.loop.checks import loop_crash_hint, loop_families
+from specdec.grading.exercises.loop.checks import (
+    SAMPLED,
+    case_runs,
+    loop_crash_hint,
+    loop_families,
+)
+from specdec.grading.project import speculative_generate
 
 from . import broken_loops_exercise as broken
 
 SKELETON = broken.SOLUTION.parents[1] / "my_loop.py"
 SPEC = f"{broken.SOLUTION}:speculative_generate"
+SECRETS = (1, 2)  # two gradings: the generators their runs are handed
+
+
+@pytest.fixture(autouse=True)
+def pinned_secret(monkeypatch):
+    monkeypatch.setenv(SECRET_ENV, os.environ.get(SECRET_ENV) or str(SECRETS[0]))
 
 
 def test_the_solution_passes_the_loop_family():
@@ -51,12 +69,20 @@ def test_every_variant_has_an_expected_hint():
     assert set(HINTS) == {fn.__name__ for fn in broken.VARIANTS}
 
 
-@pytest.mark.parametrize("variant", broken.VARIANTS, ids=lambda fn: fn.__name__)
-def test_a_broken_loop_is_rejected_with_its_hint(variant):
+GRADINGS = [  # (variant, secret): the exact (greedy) rejections under both secrets
+    pytest.param(fn, secret, id=f"{fn.__name__}-{secret}")
+    for fn in broken.VARIANTS
+    for secret in (SECRETS if HINTS[fn.__name__][0].startswith("loop/greedy") else (None,))
+]
+
+
+@pytest.mark.parametrize("variant, secret", GRADINGS)
+def test_a_broken_loop_is_rejected_with_its_hint(variant, secret):
     check, words = HINTS[variant.__name__]
     source = inspect.getsourcefile(variant)
     submission = Submission(variant.__name__, variant, "loop", "test", source)
-    result = run_families(submission, loop_families(runs=2_500))
+    with secret_held(secret):  # None: the pinned one
+        result = run_families(submission, loop_families(runs=2_500))
     failed = [r for r in result.results if r.status == "fail"]
     assert not result.passed and failed[0].check.name == check
     if failed[0].crash is not None:  # the cache's own check trips: the crash carries the hint
@@ -72,6 +98,22 @@ def test_the_target_hint_names_the_round_after_a_rejection():
     result = run_families(submission, loop_families(runs=2_500))
     hint = next(r for r in result.results if r.status == "fail").outcome.hint
     assert "first of round 2, and round 1 rejected a draft" in hint
+
+
+def runs_handed(secret: int | None, n: int = 30) -> list[tuple]:
+    """The first n outcomes (tokens, drafts kept per round) of the reference loop on the first
+    sampled case, on the generator a grading under `secret` hands it (None: the pinned one)."""
+    loop = Submission("reference loop", speculative_generate, "loop", "test", None)
+    with secret_held(secret):
+        outcomes = case_runs(SAMPLED[0])(loop)
+        return [next(outcomes) for _ in range(n)]
+
+
+def test_the_runs_generator_is_fresh_for_each_grading(monkeypatch):
+    monkeypatch.setenv(SECRET_ENV, str(SECRETS[0]))
+    first = runs_handed(SECRETS[0])
+    assert runs_handed(None) == first  # the secret pinned: the same generator, the same runs
+    assert runs_handed(SECRETS[1]) != first  # another grading: other draws
 
 
 def library_error(call) -> ValueError:

@@ -4,7 +4,8 @@ expressions.
 For each exercise of the registry, tests/notebooks/skeleton_answers/<kind>.txt lists the
 expressions that define its worked solution (one per line; `#` starts a comment). Each must
 occur in the solution (so the list names what the answer really is, and a renamed solution
-cannot leave the check empty) and must not occur in the skeleton, docstring included. Both
+cannot leave the check empty) and must not occur in the skeleton, docstring included, nor in
+the exercises' README (English and Chinese), which describes every exercise. Both
 texts are compared with every blank removed, so `context[t + 1]` and `context[t+1]` are one
 expression; a line `re: PATTERN` is a regular expression, matched against the same blank-free
 text.
@@ -55,6 +56,18 @@ def test_the_skeleton_does_not_hold_the_answer(exercise):
     skeleton = blank_free((ROOT / exercise.skeleton_path).read_text())
     given = [e for e in expressions(exercise.kind) if occurs(e, skeleton)]
     assert not given, f"{exercise.skeleton_path} gives the answer away: {given}"
+
+
+@pytest.mark.parametrize("readme", ["README.md", "README.zh-CN.md"])
+def test_the_exercises_readme_does_not_hold_the_answers(readme):
+    # the list of exercises beside the skeletons describes each one: no answer there either
+    text = blank_free((ROOT / "notebooks" / "exercises" / readme).read_text())
+    given = {
+        e.kind: found
+        for e in EXERCISES
+        if (found := [x for x in expressions(e.kind) if occurs(x, text)])
+    }
+    assert not given, f"notebooks/exercises/{readme} gives answers away: {given}"
 
 
 def test_the_check_catches_a_skeleton_that_copies_its_solution(tmp_path):

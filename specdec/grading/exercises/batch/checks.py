@@ -12,7 +12,8 @@ Three families, one per array, so that each is scored on its own; every check is
 answer is a function of the inputs), so one wrong array is proof and a correct pass never
 fails. Each family runs its fixed batches (a prefill, an offset, two starts, padding, an idle
 row, an idle row with no history, columns wider than every row, an idle row that sets S), then
-200 seeded random ragged batches (idle rows and padding in most). It stops at its first
+200 random ragged batches (idle rows and padding in most), drawn afresh for each grading from
+its secret (engine/secret.py): a table of the shown batches fails them. It stops at its first
 failure and shows the smallest batch that shows it, expected against yours; the hint is read
 from every batch the submission answered, real columns first, then padding: the usual mistakes
 are the contract's rule with a switch turned (below), and a mistake is named only if it gives
@@ -23,12 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 
 import numpy as np
 
+from specdec.grading.engine.answers import AskedOnce
 from specdec.grading.engine.core import Check, Family, Outcome
 from specdec.grading.engine.quoting import one_line, shown_value
+from specdec.grading.engine.secret import grader_rng, grading_secret
 from specdec.grading.engine.submission import Submission, SubmissionCrash, call_safely, show_inputs
 
 COMMAND = "ragged_pass"
@@ -293,13 +296,15 @@ FIXED = (
     Case((7, 2), (0, 3), 3, "the idle row holds the longest history: it sets S = 7"),
 )
 N_RANDOM = 200
+RANDOM_SEED = 2026  # the grader's stream (from the grading's secret) of the random batches
 
 
-@cache
-def random_cases() -> tuple[Case, ...]:
-    """N_RANDOM distinct ragged batches from one seeded generator: B in 1..5, starts 0..10,
-    n_new 0..4 (a fifth of the rows idle), T at least the longest row (sometimes wider)."""
-    rng = np.random.default_rng(2026)
+@lru_cache(maxsize=4)
+def random_cases(secret: int) -> tuple[Case, ...]:
+    """N_RANDOM distinct ragged batches of one grading, from its secret: B in 1..5, starts
+    0..10, n_new 0..4 (a fifth of the rows idle), T at least the longest row (sometimes
+    wider)."""
+    rng = grader_rng(RANDOM_SEED, secret)
     cases: dict[Case, None] = {}
     while len(cases) < N_RANDOM:
         B = int(rng.integers(1, 6))
@@ -311,7 +316,7 @@ def random_cases() -> tuple[Case, ...]:
 
 
 def all_cases() -> tuple[Case, ...]:
-    return FIXED + random_cases()
+    return FIXED + random_cases(grading_secret())
 
 
 def size(case: Case) -> tuple:
@@ -359,18 +364,9 @@ def call_pass(sub: Submission, case: Case) -> Answer:
     return Answer(tuple(arrays), tuple(problems))
 
 
-ANSWERS: dict = {}  # the answers of the last submission graded: {case: Answer}, "sub"
-
-
-def answers(sub: Submission, cases) -> dict[Case, Answer]:
-    """The submission's answer on each case, each computed once per submission."""
-    if ANSWERS.get("sub") is not sub:
-        ANSWERS.clear()
-        ANSWERS["sub"] = sub
-    for case in cases:
-        if case not in ANSWERS:
-            ANSWERS[case] = call_pass(sub, case)
-    return {case: ANSWERS[case] for case in cases}
+# the submission's answer on each case {case: Answer}, each computed once per submission (and
+# grading: its secret draws the random batches)
+answers = AskedOnce(lambda sub, cases: [call_pass(sub, c) for c in cases], grading_secret)
 
 
 # --------------------------------------------------------------------------------------------
@@ -595,7 +591,12 @@ def batch_families(policy: str = "shrink") -> list[Family]:
                 f"{len(FIXED)} hand-made batches: a prefill, offsets, padding, idle rows",
                 lambda: FIXED,
             ),
-            part_check(part, "random", f"{N_RANDOM} seeded random ragged batches", random_cases),
+            part_check(
+                part,
+                "random",
+                f"{N_RANDOM} random ragged batches, drawn afresh for each grading",
+                lambda: random_cases(grading_secret()),
+            ),
         ]
         families.append(Family(part.family, VERDICTS[part.name], checks))
     return families

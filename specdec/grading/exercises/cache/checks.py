@@ -17,7 +17,8 @@ is proof. The scripts, most telling first:
 6. overflow: a write that does not fit raises ValueError and changes nothing; one that fits
    exactly is allowed;
 7. commit(n) with n > pending raises ValueError and changes nothing;
-8. seeded random scripts of 40 calls, refused ones among them.
+8. random scripts of 40 calls, refused ones among them, drawn afresh for each grading from
+   its secret (engine/secret.py), their rows too.
 
 A failure shows the calls, the expected state and the cache's, and a hint read from the
 difference: which counter is off after which call, or where the wrong row came from (a
@@ -29,12 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 
 import numpy as np
 
 from specdec.grading.engine.core import Check, Family, Outcome
 from specdec.grading.engine.quoting import one_line, shown_value, type_name
+from specdec.grading.engine.secret import grader_rng, grading_secret
 from specdec.grading.engine.submission import Submission, SubmissionCrash, call_safely
 
 NH, HS = 2, 3  # n_head, head_size of every graded cache
@@ -477,15 +479,17 @@ SCRIPTS: dict[str, tuple[str, Script]] = {
     ),
 }
 N_RANDOM, RANDOM_OPS, RANDOM_CAPACITY = 3, 40, 12
+RANDOM_SEED = 100  # the grader's streams (from the grading's secret): RANDOM_SEED + i, script i
 
 
-@cache
-def random_scripts() -> tuple[Script, ...]:
-    """Seeded scripts of writes (1 to 3 rows), commits (0 to pending + 1: sometimes too many)
-    and rollbacks, on a small cache, so that writes are refused once it fills."""
+@lru_cache(maxsize=4)
+def random_scripts(secret: int) -> tuple[Script, ...]:
+    """The scripts of one grading, from its secret: writes (1 to 3 rows), commits (0 to
+    pending + 1: sometimes too many) and rollbacks, on a small cache, so that writes are
+    refused once it fills; the seed of each script's rows is drawn from the same stream."""
     scripts = []
-    for seed in range(N_RANDOM):
-        rng = np.random.default_rng(100 + seed)
+    for i in range(N_RANDOM):
+        rng = grader_rng(RANDOM_SEED + i, secret)
         model, ops = Model(RANDOM_CAPACITY), []
         for _ in range(RANDOM_OPS):
             u = rng.random()
@@ -497,7 +501,7 @@ def random_scripts() -> tuple[Script, ...]:
                     op, [f"r{len(ops)}.{t}" for t in range(op[1] if op[0] == "write" else 0)]
                 )
             ops.append(op)
-        scripts.append(Script(RANDOM_CAPACITY, tuple(ops), 1000 + seed))
+        scripts.append(Script(RANDOM_CAPACITY, tuple(ops), int(rng.integers(2**63))))
     return tuple(scripts)
 
 
@@ -508,7 +512,7 @@ def random_scripts() -> tuple[Script, ...]:
 
 def script_check(name: str, what: str, scripts) -> Check:
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
-        all_scripts = scripts() if callable(scripts) else scripts
+        all_scripts = scripts(grading_secret()) if callable(scripts) else scripts
         calls = 0
         for script in all_scripts:
             passed, summary, story, hint = play(sub, script)
@@ -527,7 +531,7 @@ def script_check(name: str, what: str, scripts) -> Check:
 def cache_families(policy: str = "shrink") -> list[Family]:
     """The cache exercise's one family (`policy` is a loop's; unused here)."""
     checks = [script_check(name, what, (script,)) for name, (what, script) in SCRIPTS.items()]
-    what = f"{N_RANDOM} seeded random scripts of {RANDOM_OPS} calls"
+    what = f"{N_RANDOM} random scripts of {RANDOM_OPS} calls, drawn afresh for each grading"
     checks.append(script_check("random", what, random_scripts))
     return [
         Family("cache", "your SlotCache keeps, drops and shows rows as the contract says", checks)

@@ -17,7 +17,8 @@ when the loop reports them, the exact laws of the drafts kept in rounds 1 and 2.
 1. greedy runs, exact (point-mass rows): every draft kept; a correction; EOS inside a round;
    the length limit with one token left;
 2. sampled runs, T = 1 and T = 0.7 with top-k and EOS, 4 000 each: the tokens' law by
-   chi-square, and the rounds' laws if reported;
+   chi-square, and the rounds' laws if reported. The generator `rng` every run is handed is
+   fresh for each grading (engine/secret.py), so no table of one grading's draws serves another;
 3. the calls, exact on every run of the quick looks: with plain callables there is no
    batching, so a pass over k drafts is k + 1 calls, and one call per emitted token is the
    floor (a lazy loop asks row i only once drafts 1..i-1 are kept), not a fault. What is
@@ -41,6 +42,7 @@ from specdec.grading.engine.core import Check, Family, Outcome, Runs
 from specdec.grading.engine.laws import ModelRows, compare, draft_length
 from specdec.grading.engine.quoting import one_line, shown_value, type_name
 from specdec.grading.engine.replies import whole_numbers
+from specdec.grading.engine.secret import submission_rng
 from specdec.grading.engine.submission import (
     Submission,
     SubmissionCrash,
@@ -62,7 +64,7 @@ from specdec.grading.exercises.loop.checks import (
 
 N_CTX = 16  # the tiny pair's context length: the longest `tokens` a callable accepts
 
-GREEDY = [  # (case, what it shows); n = 3 runs with different seeds, all must agree
+GREEDY = [  # (case, what it shows); n = 3 runs with different draws, all must agree
     (LoopCase("greedy-all-kept", (0, 1), 2, 6, 0.0, None, None, 3, 205), "every draft kept"),
     (LoopCase("greedy-correction", (0, 2), 2, 6, 0.0, None, None, 3, 206), "a correction"),
     (LoopCase("greedy-eos", (0, 1), 2, 6, 0.0, None, 2, 3, 207), "EOS inside a round"),
@@ -197,7 +199,7 @@ def breach(message: str, shown: dict, hint: str = "") -> SubmissionCrash:
 
 def case_runs(case: LoopCase):
     def outcomes(sub: Submission):
-        rng = np.random.default_rng(case.seed)
+        rng = submission_rng(case.seed)  # fresh for each grading (engine/secret.py)
         while True:
             yield run_sample(sub, case, rng)
 

@@ -1,6 +1,8 @@
 """The EAGLE alignment exercise's contract, its cases, and the call of a submitted
 `catch_up_pairs(context, features, cached) -> (tokens, feats)` on them, each case asked once
-per submission and its answer read as two arrays (checks.py judges them).
+per submission and its answer read as two arrays (checks.py judges them). The hand-made groups
+are the same in every grading; the random contexts are drawn afresh for each grading from its
+secret (engine/secret.py).
 
 The rule, written here from its statement (the reference's EagleDrafter applies it inline, in
 its prefill and at the start of each proposal; tests/grader/test_exercise_eagle_align.py
@@ -15,11 +17,13 @@ holds the two equal):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 
 import numpy as np
 
+from specdec.grading.engine.answers import AskedOnce, give_hint
 from specdec.grading.engine.quoting import shown_value
+from specdec.grading.engine.secret import grader_rng, grading_secret
 from specdec.grading.engine.submission import (
     Submission,
     SubmissionCrash,
@@ -153,13 +157,15 @@ GROUPS: dict[str, tuple[str, tuple[Case, ...]]] = {
     ),
 }
 N_RANDOM = 300
+RANDOM_SEED = 3232  # the grader's stream (from the grading's secret) of the random cases
 
 
-@cache
-def random_cases(count: int = N_RANDOM, seed: int = 3232) -> tuple[Case, ...]:
-    """Seeded contexts of 1 to 24 tokens: three in four after a round (m = n - 1, any number
-    of pairs cached, 0 to n - 1), one in four a prefill (m = n, nothing cached)."""
-    rng = np.random.default_rng(seed)
+@lru_cache(maxsize=4)
+def random_cases(secret: int, count: int = N_RANDOM) -> tuple[Case, ...]:
+    """count contexts of one grading, from its secret, of 1 to 24 tokens: three in four after
+    a round (m = n - 1, any number of pairs cached, 0 to n - 1), one in four a prefill (m = n,
+    nothing cached)."""
+    rng = grader_rng(RANDOM_SEED, secret)
     cases: dict[Case, None] = {}
     while len(cases) < count:
         n = int(rng.integers(1, 25))
@@ -172,7 +178,7 @@ def random_cases(count: int = N_RANDOM, seed: int = 3232) -> tuple[Case, ...]:
 
 
 def group_cases(group: str) -> tuple[Case, ...]:
-    return random_cases() if group == "random" else GROUPS[group][1]
+    return random_cases(grading_secret()) if group == "random" else GROUPS[group][1]
 
 
 def all_cases() -> tuple[Case, ...]:
@@ -255,9 +261,6 @@ def crash_hint(call: tuple, error: BaseException) -> str:
     return ""
 
 
-ANSWERS: dict = {}  # the answers of the last submission graded: {case: Answer}, and "sub"
-
-
 def call_pairs(sub: Submission, calls: list[tuple]) -> list[Answer]:
     """The submission's answers to calls [(context, features, cached)], in one request when it
     runs in a worker; a raise names the call that raised, with a hint."""
@@ -272,23 +275,12 @@ def call_pairs(sub: Submission, calls: list[tuple]) -> list[Answer]:
             lambda args: (args[0].copy(), args[1].copy(), args[2]),
         )
     except SubmissionCrash as crash:
-        if not isinstance(crash.error, NotImplementedError) and not crash.hint:
-            failing = next(
-                (c for c in calls if crash.call == describe_call(c[0], len(c[1]), c[2])),
-                calls[0],
-            )
-            crash.hint = crash_hint(failing, crash.error)
+        give_hint(crash, calls, lambda c: describe_call(c[0], len(c[1]), c[2]), crash_hint)
         raise
     return [read_answer(r, c) for r, c in zip(results, calls, strict=True)]
 
 
-def answers(sub: Submission, cases: tuple[Case, ...]) -> dict[Case, Answer]:
-    """The submission's answer on each case, asked once per submission."""
-    if ANSWERS.get("sub") is not sub:
-        ANSWERS.clear()
-        ANSWERS["sub"] = sub
-    missing = list(dict.fromkeys(c for c in cases if c not in ANSWERS))
-    if missing:
-        got = call_pairs(sub, [c.arguments() for c in missing])
-        ANSWERS.update(zip(missing, got, strict=True))
-    return {case: ANSWERS[case] for case in cases}
+# the submission's answer on each case {case: Answer}, asked once per submission and grading
+answers = AskedOnce(
+    lambda sub, cases: call_pairs(sub, [c.arguments() for c in cases]), grading_secret
+)

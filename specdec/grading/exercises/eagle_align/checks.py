@@ -9,10 +9,12 @@ function never fails):
                   in order (cases.py writes the rule), on five groups of cases: nothing to feed
                   (one token; every pair cached), a one-pair catch-up (no draft kept), a
                   catch-up after a full acceptance (k + 1 pairs), a prefill (m = n: one
-                  feature more than the tokens pair), and 300 seeded random ones
+                  feature more than the tokens pair), and 300 random ones, drawn afresh
+                  for each grading from its secret (engine/secret.py)
     eagle-round   the function drives a real EagleDrafter (round.py) through the reference
-                  loop, greedy and sampled: every proposal's drafts and q rows, and the
-                  drafter's cache after every round, bit for bit the reference drafter's
+                  loop, greedy and sampled, on prompts drawn for each grading: every
+                  proposal's drafts and q rows, and the drafter's cache after every round,
+                  bit for bit the reference drafter's
 
 A family stops at its first failed check. The failure shows the smallest wrong case of its
 group, the pairs expected against yours (named x(j) and f(t)); the hint names the known
@@ -22,8 +24,9 @@ of the family (or, when none does, the first wrong row and why).
 
 from __future__ import annotations
 
+from specdec.grading.engine.answers import every_wrong, group_outcome
 from specdec.grading.engine.core import Check, Family, Outcome
-from specdec.grading.engine.submission import Submission, SubmissionCrash
+from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises.eagle_align.cases import (
     GROUPS,
     N_RANDOM,
@@ -43,18 +46,10 @@ def wrong_answers(seen: dict[Case, Answer]) -> dict[Case, Answer]:
     return {c: a for c, a in seen.items() if not same(a, expected(c))}
 
 
-def evidence(sub: Submission, wrong: dict[Case, Answer]) -> dict[Case, Answer]:
-    """Every case, of all the groups', the submission gets wrong: a mistake must explain all of
-    them (a one-pair case alone fits several)."""
-    try:
-        seen = answers(sub, all_cases())
-    except SubmissionCrash:  # it crashes on another group's case: judge on these alone
-        return wrong
-    return {**wrong_answers(seen), **wrong}
-
-
 def pairs_hint(sub: Submission, case: Case, wrong: dict[Case, Answer]) -> str:
-    every = evidence(sub, wrong)
+    # every case, of all the groups', the submission gets wrong: a mistake must explain all of
+    # them (a one-pair case alone fits several)
+    every = every_wrong(wrong, lambda: wrong_answers(answers(sub, all_cases())))
     found = fitting([(c.arguments(), a) for c, a in every.items()])
     return found or generic_hint(case.arguments(), wrong[case])
 
@@ -63,9 +58,7 @@ def pairs_story(case: Case, got: Answer) -> list[str]:
     call = case.arguments()
     first, last = case.cached, case.ready - 1
     span = f"t = {first}..{last}" if last >= first else "no position"
-    lines = [f"the smallest wrong case: {case.describe()}"]
-    if case.about:
-        lines.append(f"  ({case.about})")
+    lines = [f"  ({case.about})"] if case.about else []
     want = expected(case)
     lines += [
         f"expected ({span}): {pairs_text(call, want)}",
@@ -83,16 +76,13 @@ def pairs_story(case: Case, got: Answer) -> list[str]:
 def pairs_check(group: str, what: str) -> Check:
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
         seen = answers(sub, group_cases(group))
-        wrong = wrong_answers(seen)
-        n = len(seen)
-        if not wrong:
-            return Outcome(True, f"the contract's pairs on {n} case{'s' * (n > 1)}", n=n)
-        case = min(wrong, key=Case.size)
-        story = pairs_story(case, wrong[case])
-        if len(wrong) > 1:
-            story.append(f"({len(wrong)} of the {n} cases are wrong)")
-        summary = f"{len(wrong)} of {n} case{'s' * (n > 1)} differ"
-        return Outcome(False, summary, story, pairs_hint(sub, case, wrong), n=n)
+        return group_outcome(
+            seen,
+            wrong_answers(seen),
+            "the contract's pairs on {cases}",
+            pairs_story,
+            lambda case, wrong: pairs_hint(sub, case, wrong),
+        )
 
     return Check(f"eagle-pairs/{group}", what, False, run)
 
@@ -100,7 +90,9 @@ def pairs_check(group: str, what: str) -> Check:
 def eagle_align_families(policy: str = "shrink") -> list[Family]:
     """The two families (`policy` is a loop's; the rounds here run the reference loop)."""
     groups = {name: what for name, (what, _) in GROUPS.items()}
-    groups["random"] = f"{N_RANDOM} seeded random contexts, after a round or at prefill"
+    groups["random"] = (
+        f"{N_RANDOM} random contexts, after a round or at prefill, drawn afresh for each grading"
+    )
     return [
         Family(
             "eagle-pairs",

@@ -4,8 +4,10 @@
 and at the start of each proposal) taken from the submission; everything else (the fusion,
 the block and its cache, q, the draft steps, commit and rollback) is the reference's own.
 It runs through the reference loop beside the reference's EagleDrafter, on the same target,
-weights, prompt and seed, and every step of the two is compared bit for bit: the pairs fed,
-the drafts and their q rows, and the drafter's committed cache after the step. A correct
+weights, prompt and generator, and every step of the two is compared bit for bit: the pairs
+fed, the drafts and their q rows, and the drafter's committed cache after the step. The
+weights are the same in every grading; the prompts are drawn afresh for each grading from its
+secret, and the generator the loop is handed is the grading's own (engine/secret.py). A correct
 function makes the two drafters one; a misaligned one builds a cache that no fresh prefill
 would (though the text stays exact: verification keeps any drafter exact, and what a wrong
 alignment costs is acceptance).
@@ -13,12 +15,13 @@ alignment costs is acceptance).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cache
+from dataclasses import dataclass, replace
+from functools import cache, lru_cache
 
 import numpy as np
 
 from specdec.grading.engine.core import Check, Outcome
+from specdec.grading.engine.secret import grader_rng, grading_secret, held_pair, submission_rng
 from specdec.grading.engine.submission import Submission, SubmissionCrash
 from specdec.grading.exercises.eagle_align.cases import (
     Answer,
@@ -44,8 +47,9 @@ CONFIG = GPTConfig(n_vocab=16, n_ctx=48, n_embd=16, n_head=2, n_layer=2)
 
 @cache
 def eagle_pair() -> tuple[GPT, dict]:
-    """(target, EAGLE weights): a two-block GPT and a random drafter for it, at a scale where
-    the seeded runs below hold rounds that keep every draft and rounds that keep none."""
+    """(target, EAGLE weights): a two-block GPT and a random drafter for it, the same in every
+    grading, at a scale where a run holds rounds that keep every draft and rounds that keep
+    none."""
     target = GPT(CONFIG, init_params(CONFIG, np.random.default_rng(32), std=0.3))
     return target, init_eagle_params(CONFIG, np.random.default_rng(33), std=0.3)
 
@@ -57,17 +61,44 @@ class RoundCase:
     k: int
     new_tokens: int
     temperature: float  # 0: greedy
-    seed: int
+    seed: int  # the loop is handed the grading's generator number `seed` (submission_rng)
+
+    def setting(self) -> str:
+        how = "greedy" if self.temperature == 0 else f"T = {self.temperature:g}"
+        return f"{how}, k = {self.k}, {self.new_tokens} new tokens"
 
     def describe(self) -> str:
-        how = "greedy" if self.temperature == 0 else f"T = {self.temperature:g}, seed {self.seed}"
-        return f"{how}, prompt {list(self.prompt)}, k = {self.k}, {self.new_tokens} new tokens"
+        how, _, rest = self.setting().partition(", ")
+        return f"{how}, prompt {list(self.prompt)}, {rest}"
 
 
-ROUND_CASES = (
-    RoundCase("greedy", (3, 10, 4, 1, 5, 9), 3, 16, 0.0, 0),
-    RoundCase("sampled", (2, 7, 1, 8), 2, 28, 1.0, 7),
+SHAPES = (  # the rounds of every grading, their prompts drawn for each
+    RoundCase("greedy", (), 3, 16, 0.0, 0),
+    RoundCase("sampled", (), 2, 28, 1.0, 7),
 )
+ROUND_SEED = 3233  # the grader's stream (from the grading's secret) of the rounds' prompts
+TRIES = 100  # greedy prompts drawn at most, for a run that holds every kind of catch-up
+
+
+@lru_cache(maxsize=4)
+def round_cases(secret: int) -> tuple[RoundCase, ...]:
+    """The rounds of one grading, on prompts of 4 to 8 tokens drawn from its secret (the
+    prefill, of all but the last, feeds 2 pairs or more). The greedy prompt is drawn again
+    until its run holds every kind of catch-up: a prefill, one pair (after a round that kept
+    no draft), k + 1 pairs (after one that kept them all: about one prompt in ten). The
+    sampled run, of more tokens, holds them too but for one grading in a hundred or so."""
+    rng = grader_rng(ROUND_SEED, secret)
+
+    def drawn(shape: RoundCase) -> RoundCase:
+        n = int(rng.integers(4, 9))
+        return replace(shape, prompt=tuple(int(x) for x in rng.integers(0, CONFIG.n_vocab, n)))
+
+    for _ in range(TRIES):  # a greedy run draws nothing: its rounds are the prompt's alone
+        greedy = drawn(SHAPES[0])
+        run = reference_run(greedy)
+        if 0 in run.kept and greedy.k + 1 in [len(s.fed.tokens) for s in run.steps[1:]]:
+            break
+    return greedy, drawn(SHAPES[1])
 
 
 @dataclass
@@ -191,7 +222,7 @@ def run_case(case: RoundCase, drafter: RecordingEagle) -> Run:
             list(case.prompt),
             k=case.k,
             max_new_tokens=case.new_tokens,
-            rng=np.random.default_rng(case.seed),
+            rng=submission_rng(case.seed),  # the grading's own (engine/secret.py)
             sampling=SamplingParams(case.temperature),
         )
     except SubmissionCrash:
@@ -206,8 +237,15 @@ def run_case(case: RoundCase, drafter: RecordingEagle) -> Run:
     return run
 
 
-@cache
 def reference_run(case: RoundCase) -> Run:
+    """The reference drafter's run of `case`, on this grading's generator."""
+    return recorded_run(case, held_pair())
+
+
+@lru_cache(maxsize=8)
+def recorded_run(case: RoundCase, pair: tuple[int, int]) -> Run:
+    # `pair` (the grading's secret and generators' entropy) keys the cache: the run is made
+    # with submission_rng, which reads it
     target, params = eagle_pair()
     run = run_case(case, RecordingEagle(target, params))
     if run.error:  # the project's own drafter: never, unless reference/eagle.py changed
@@ -322,13 +360,15 @@ def compare(case: RoundCase, mine: Run, theirs: Run) -> Outcome:
     )
 
 
-def round_check(case: RoundCase) -> Check:
+def round_check(index: int) -> Check:
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
+        case = round_cases(grading_secret())[index]
         return compare(case, student_run(sub, case), reference_run(case))
 
-    what = f"a real EAGLE drafter's catch-up, {case.describe()}"
-    return Check(f"eagle-round/{case.name}", what, False, run)
+    shape = SHAPES[index]
+    what = f"a real EAGLE drafter's catch-up, {shape.setting()}, a prompt drawn for this grading"
+    return Check(f"eagle-round/{shape.name}", what, False, run)
 
 
 def round_checks() -> list[Check]:
-    return [round_check(c) for c in ROUND_CASES]
+    return [round_check(i) for i in range(len(SHAPES))]

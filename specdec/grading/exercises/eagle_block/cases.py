@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specdec.grading.engine.answers import AskedOnce, give_hint
 from specdec.grading.engine.quoting import shown_value
 from specdec.grading.engine.secret import grader_rng, grading_secret
 from specdec.grading.engine.submission import (
@@ -211,9 +212,6 @@ def crash_hint(call: tuple, error: BaseException) -> str:
     return ""
 
 
-ANSWERS: dict = {}  # the answers of the last submission graded: {case: array}, and "sub"
-
-
 def call_forward(sub: Submission, calls: list[tuple]) -> list[np.ndarray]:
     """The submission's answers to calls [(tokens, features, params, n_head)], in one request
     when it runs in a worker; a raise names the call that raised, with a hint."""
@@ -228,22 +226,12 @@ def call_forward(sub: Submission, calls: list[tuple]) -> list[np.ndarray]:
             fresh_copy,
         )
     except SubmissionCrash as crash:
-        if not isinstance(crash.error, NotImplementedError) and not crash.hint:
-            failing = next((c for c in calls if crash.call == describe_call(*c)), calls[0])
-            crash.hint = crash_hint(failing, crash.error)
+        give_hint(crash, calls, lambda c: describe_call(*c), crash_hint)
         raise
     return [read_answer(r, c) for r, c in zip(results, calls, strict=True)]
 
 
-def answers(sub: Submission, cases: tuple[Case, ...]) -> dict[Case, np.ndarray]:
-    """The submission's answer on each case, asked once per submission (and secret)."""
-    secret = grading_secret()
-    held = ANSWERS.get("key")
-    if held is None or held[0] is not sub or held[1] != secret:
-        ANSWERS.clear()
-        ANSWERS["key"] = (sub, secret)
-    missing = list(dict.fromkeys(c for c in cases if c not in ANSWERS))
-    if missing:
-        got = call_forward(sub, [c.arguments() for c in missing])
-        ANSWERS.update(zip(missing, got, strict=True))
-    return {case: ANSWERS[case] for case in cases}
+# the submission's answer on each case {case: rows}, asked once per submission (and secret)
+answers = AskedOnce(
+    lambda sub, cases: call_forward(sub, [c.arguments() for c in cases]), grading_secret
+)

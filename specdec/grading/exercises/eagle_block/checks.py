@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from specdec.grading.engine.answers import every_wrong, group_outcome
 from specdec.grading.engine.core import Check, Family, Outcome
-from specdec.grading.engine.submission import Submission, SubmissionCrash
+from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises.eagle_block.cases import (
     FRESH_N,
     GROUPS,
@@ -45,14 +46,12 @@ def wrong_answers(seen: dict[Case, np.ndarray]) -> dict[Case, np.ndarray]:
     return {c: a for c, a in seen.items() if gap(a, expected(c)) > TOL}
 
 
-def evidence(sub: Submission, wrong: dict[Case, np.ndarray]) -> dict[Case, np.ndarray]:
-    """Every case, of all the groups', the submission gets wrong: a mistake must explain all of
-    them (one case alone may fit several)."""
-    try:
-        seen = answers(sub, all_cases())
-    except SubmissionCrash:  # it crashes on another group's case: judge on these alone
-        return wrong
-    return {**wrong_answers(seen), **wrong}
+def rows_hint(sub: Submission, case: Case, wrong: dict[Case, np.ndarray]) -> str:
+    # every case, of all the groups', the submission gets wrong: a mistake must explain all of
+    # them (one case alone may fit several)
+    every = every_wrong(wrong, lambda: wrong_answers(answers(sub, all_cases())))
+    hint = fitting([(c.arguments(), a) for c, a in every.items()])
+    return hint or generic_hint(case.arguments(), wrong[case])
 
 
 def rows_text(rows: np.ndarray) -> list[str]:
@@ -63,9 +62,7 @@ def rows_text(rows: np.ndarray) -> list[str]:
 def rows_story(case: Case, got: np.ndarray) -> list[str]:
     want = expected(case)
     tokens, features, params, n_head = case.arguments()
-    lines = [f"the smallest wrong case: {case.describe()}"]
-    if case.about:
-        lines.append(f"  ({case.about})")
+    lines = [f"  ({case.about})"] if case.about else []
     small = want.size <= SHOWN_WHOLE
     if small:
         lines += ["  tokens and features:", *rows_text(tokens), *rows_text(features)]
@@ -90,19 +87,13 @@ SHOWN_WHOLE = 48  # entries of the rows shown whole; beyond, the first wrong row
 def rows_check(group: str, what: str) -> Check:
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
         seen = answers(sub, group_cases(group))
-        wrong = wrong_answers(seen)
-        n = len(seen)
-        if not wrong:
-            return Outcome(True, f"the block's rows on {n} case{'s' * (n > 1)}", n=n)
-        case = min(wrong, key=Case.size)
-        story = rows_story(case, wrong[case])
-        if len(wrong) > 1:
-            story.append(f"({len(wrong)} of the {n} cases are wrong)")
-        every = evidence(sub, wrong)
-        hint = fitting([(c.arguments(), a) for c, a in every.items()])
-        hint = hint or generic_hint(case.arguments(), wrong[case])
-        summary = f"{len(wrong)} of {n} case{'s' * (n > 1)} differ"
-        return Outcome(False, summary, story, hint, n=n)
+        return group_outcome(
+            seen,
+            wrong_answers(seen),
+            "the block's rows on {cases}",
+            rows_story,
+            lambda case, wrong: rows_hint(sub, case, wrong),
+        )
 
     return Check(f"eagle-block/{group}", what, False, run)
 

@@ -16,6 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from specdec.grading.engine.answers import AskedOnce, give_hint
 from specdec.grading.engine.quoting import shown_value
 from specdec.grading.engine.secret import grader_rng
 from specdec.grading.engine.submission import (
@@ -295,9 +296,6 @@ def crash_hint(call: tuple, error: BaseException) -> str:
     return ""
 
 
-ANSWERS: dict = {}  # the answers of the last submission graded: {case: Answer}, and "sub"
-
-
 def call_growth(sub: Submission, calls: list[tuple]) -> list[Answer]:
     """The submission's answers to calls [arguments], in one request when it runs in a
     worker; a raise names the call that raised, with a hint."""
@@ -312,9 +310,7 @@ def call_growth(sub: Submission, calls: list[tuple]) -> list[Answer]:
             lambda args: (args[0], args[1].copy(), *args[2:]),
         )
     except SubmissionCrash as crash:
-        if not isinstance(crash.error, NotImplementedError) and not crash.hint:
-            failing = next((c for c in calls if crash.call == describe_call(c)), calls[0])
-            crash.hint = crash_hint(failing, crash.error)
+        give_hint(crash, calls, describe_call, crash_hint)
         raise
     return [
         Answer(*read_answer(r, c), tuple(frozenset(p) for p in c[2].passes))
@@ -322,13 +318,5 @@ def call_growth(sub: Submission, calls: list[tuple]) -> list[Answer]:
     ]
 
 
-def answers(sub: Submission, cases: tuple[Case, ...]) -> dict[Case, Answer]:
-    """The submission's answer on each case, asked once per submission."""
-    if ANSWERS.get("sub") is not sub:
-        ANSWERS.clear()
-        ANSWERS["sub"] = sub
-    missing = list(dict.fromkeys(c for c in cases if c not in ANSWERS))
-    if missing:
-        got = call_growth(sub, [c.arguments() for c in missing])
-        ANSWERS.update(zip(missing, got, strict=True))
-    return {case: ANSWERS[case] for case in cases}
+# the submission's answer on each case {case: Answer}, asked once per submission
+answers = AskedOnce(lambda sub, cases: call_growth(sub, [c.arguments() for c in cases]))

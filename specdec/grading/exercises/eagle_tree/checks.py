@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from specdec.grading.engine.answers import every_wrong, group_outcome
 from specdec.grading.engine.core import Check, Family, Outcome
 from specdec.grading.engine.secret import grading_secret
-from specdec.grading.engine.submission import Submission, SubmissionCrash
+from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises.eagle_tree.cases import (
     GROUPS,
     N_RANDOM,
@@ -47,10 +48,8 @@ def wrong_answers(seen: dict[Case, Answer]) -> dict[Case, Answer]:
 
 
 def tree_hint(sub: Submission, case: Case, wrong: dict[Case, Answer]) -> str:
-    try:  # every case of every group the submission gets wrong: a mistake must explain all
-        every = {**wrong_answers(answers(sub, all_cases(grading_secret()))), **wrong}
-    except SubmissionCrash:  # it crashes on another group's case: judge on these alone
-        every = wrong
+    # every case of every group the submission gets wrong: a mistake must explain all
+    every = every_wrong(wrong, lambda: wrong_answers(answers(sub, all_cases(grading_secret()))))
     return fitting(every) or generic_hint(case, wrong[case], expected(case))
 
 
@@ -81,9 +80,7 @@ def rows_read(case: Case, want: Grown) -> list[str]:
 
 def tree_story(case: Case, got: Answer) -> list[str]:
     want = expected(case)
-    lines = [f"the smallest wrong case: {case.describe()}"]
-    if case.about:
-        lines.append(f"  ({case.about})")
+    lines = [f"  ({case.about})"] if case.about else []
     lines += ["  the drafter's rows (temperature 1):", *rows_read(case, want)]
     lines += [
         "expected tree (creation order, path score):",
@@ -105,16 +102,13 @@ def tree_story(case: Case, got: Answer) -> list[str]:
 def tree_check(group: str, what: str) -> Check:
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
         seen = answers(sub, group_cases(group, grading_secret()))
-        wrong = wrong_answers(seen)
-        n = len(seen)
-        if not wrong:
-            return Outcome(True, f"the contract's trees and passes on {n} case{'s' * (n > 1)}", n=n)
-        case = min(wrong, key=Case.size)
-        story = tree_story(case, wrong[case])
-        if len(wrong) > 1:
-            story.append(f"({len(wrong)} of the {n} cases are wrong)")
-        summary = f"{len(wrong)} of {n} case{'s' * (n > 1)} differ"
-        return Outcome(False, summary, story, tree_hint(sub, case, wrong), n=n)
+        return group_outcome(
+            seen,
+            wrong_answers(seen),
+            "the contract's trees and passes on {cases}",
+            tree_story,
+            lambda case, wrong: tree_hint(sub, case, wrong),
+        )
 
     return Check(f"eagle-tree/{group}", what, False, run)
 

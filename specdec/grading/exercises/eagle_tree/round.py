@@ -7,8 +7,9 @@ pass: the rows asked are fused with their parents' outputs and run through the b
 tree pass over its cache, exactly as the reference's grow runs a level (in the reference's
 row order, whatever order they are asked in), so a growth that asks what the reference asks
 gets the reference's rows bit for bit. It runs through the reference's tree loop beside the
-reference's EagleTreeDrafter, on the same target, weights, prompt and seed; every round's
-tree (tokens and parents), the rows of each of its passes, and the text are compared.
+reference's EagleTreeDrafter, on the same target, weights, prompt and seed (the prompts and
+seeds drawn from the grading's secret: `round_cases`); every round's tree (tokens and
+parents), the rows of each of its passes, and the text are compared.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from functools import cache
 import numpy as np
 
 from specdec.grading.engine.core import Check, Outcome
+from specdec.grading.engine.secret import grader_rng, grading_secret
 from specdec.grading.engine.submission import Submission, SubmissionCrash
 from specdec.grading.exercises.eagle_tree.asking import Asked
 from specdec.grading.exercises.eagle_tree.cases import call_growth
@@ -65,10 +67,24 @@ class RoundCase:
         return f"{how}, prompt {list(self.prompt)}, {shape}, {self.new_tokens} new tokens"
 
 
-ROUND_CASES = (
-    RoundCase("greedy", (3, 10, 4, 1, 5, 9), 20, 0.0, 0),
-    RoundCase("sampled", (2, 7, 1, 8), 20, 1.0, 5),
-)
+ROUND_SEED = 63  # the grader's stream (from the grading's secret) of the runs' prompts and seeds
+ROUND_NAMES = ("greedy", "sampled")
+
+
+@cache
+def round_cases(secret: int) -> tuple[RoundCase, ...]:
+    """The two runs of one grading, drawn from its secret: a greedy one and a sampled one (T =
+    1), each on a prompt of 4 to 6 tokens and 20 new tokens (a student cannot know them
+    before; the drafter and its target stay the same)."""
+    rng = grader_rng(ROUND_SEED, secret)
+
+    def prompt() -> tuple[int, ...]:
+        return tuple(int(x) for x in rng.integers(0, CONFIG.n_vocab, int(rng.integers(4, 7))))
+
+    return (
+        RoundCase("greedy", prompt(), 20, 0.0, int(rng.integers(2**31))),
+        RoundCase("sampled", prompt(), 20, 1.0, int(rng.integers(2**31))),
+    )
 
 
 @dataclass
@@ -313,13 +329,18 @@ def compare(case: RoundCase, mine: Run, theirs: Run) -> Outcome:
     )
 
 
-def round_check(case: RoundCase) -> Check:
+def round_check(index: int) -> Check:
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
+        case = round_cases(grading_secret())[index]
         return compare(case, student_run(sub, case), reference_run(case))
 
-    what = f"a real EAGLE-2 drafter's trees, {case.describe()}"
-    return Check(f"eagle-tree-round/{case.name}", what, False, run)
+    how = "greedy" if index == 0 else "sampled at T = 1"
+    what = (
+        f"a real EAGLE-2 drafter's trees, {how}, on a prompt drawn for this grading "
+        f"({', '.join(f'{k} = {v}' for k, v in SHAPE.items())}, 20 new tokens)"
+    )
+    return Check(f"eagle-tree-round/{ROUND_NAMES[index]}", what, False, run)
 
 
 def round_checks() -> list[Check]:
-    return [round_check(c) for c in ROUND_CASES]
+    return [round_check(i) for i in range(len(ROUND_NAMES))]

@@ -14,9 +14,10 @@ from functools import cache
 
 import numpy as np
 
+from specdec.grading.engine.answers import AskedOnce, ask_cases
 from specdec.grading.engine.quoting import shown_value
 from specdec.grading.engine.secret import grader_rng, grading_secret
-from specdec.grading.engine.submission import Submission, SubmissionCrash, call_each_safely
+from specdec.grading.engine.submission import Submission, SubmissionCrash
 from specdec.grading.exercises.eagle_ttt.model import FROZEN, PARAMS, Answer, log_softmax
 
 COMMAND = "training_time_test_step"
@@ -258,33 +259,21 @@ def part_of(reply: Reply, part: str, case: Case):
 # Calling the submission
 # --------------------------------------------------------------------------------------------
 
-REPLIES: dict = {}  # the replies of the last submission graded: {case: Reply}, and "sub"
-
 
 def shown_of(case: Case) -> dict:
     params, frozen, tokens, features, logp, steps = case.arguments()
     return {"tokens": tokens, "features": features, "target_logp": logp, "steps": steps}
 
 
-def replies(sub: Submission, cases: tuple[Case, ...]) -> dict[Case, Reply]:
-    """The submission's reply to each case, asked once per submission (in one request when
-    it runs in a worker); a raise names the case that raised."""
-    if REPLIES.get("sub") is not sub:
-        REPLIES.clear()
-        REPLIES["sub"] = sub
-    missing = list(dict.fromkeys(c for c in cases if c not in REPLIES))
-    if missing:
-        results = call_each_safely(
-            sub,
-            [c.arguments() for c in missing],
-            (),
-            lambda i: shown_of(missing[i]),
-            COMMAND,
-            lambda i: missing[i].describe(),
-            lambda args: copied(args),
-        )
-        REPLIES.update((c, read_reply(r, c)) for c, r in zip(missing, results, strict=True))
-    return {case: REPLIES[case] for case in cases}
+def call_steps(sub: Submission, cases: list[Case]) -> list[Reply]:
+    """The submission's replies on cases (in one request when it runs in a worker); a raise
+    names the case that raised."""
+    results = ask_cases(sub, cases, shown_of, COMMAND, copied)
+    return [read_reply(r, c) for c, r in zip(cases, results, strict=True)]
+
+
+# the submission's reply to each case {case: Reply}, asked once per submission
+replies = AskedOnce(call_steps)
 
 
 def copied(args: tuple) -> tuple:

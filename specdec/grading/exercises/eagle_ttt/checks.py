@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from specdec.grading.engine.answers import every_wrong, group_outcome
 from specdec.grading.engine.core import Check, Family, Outcome
-from specdec.grading.engine.submission import Submission, SubmissionCrash
+from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises.eagle_ttt.cases import (
     N_FRESH,
     SHOWN,
@@ -57,13 +58,11 @@ def wrong_ones(family: str, seen: dict[Case, Reply]) -> dict[Case, Answer]:
     return out
 
 
-def evidence(family: str, sub: Submission, wrong: dict[Case, Answer]) -> dict[Case, Answer]:
-    """Every case, shown and fresh, the submission gets wrong in this family: a mistake must
-    explain all of them (one case alone fits several)."""
-    try:
-        return {**wrong_ones(family, replies(sub, all_cases())), **wrong}
-    except SubmissionCrash:  # it crashes or breaks the contract elsewhere: these alone
-        return wrong
+def hint(family: str, sub: Submission, case: Case, wrong: dict[Case, Answer]) -> str:
+    # every case, shown and fresh, the submission gets wrong in this family: a mistake must
+    # explain all of them (one case alone fits several)
+    every = every_wrong(wrong, lambda: wrong_ones(family, replies(sub, all_cases())))
+    return fitting(family, list(every.items())) or GENERIC[family](case, wrong[case])
 
 
 def table(a: np.ndarray) -> list[str]:
@@ -72,7 +71,7 @@ def table(a: np.ndarray) -> list[str]:
 
 def story(family: str, case: Case, got: Answer) -> list[str]:
     want = rule(case)
-    lines = [f"the smallest wrong case: {case.describe()}"]
+    lines = []
     if family == "ttt-inputs":
         if not np.array_equal(got.sources, want.sources):
             lines += ["sources expected (row j - 1 = step j, column t = position):"]
@@ -103,18 +102,13 @@ def story(family: str, case: Case, got: Answer) -> list[str]:
 def family_check(family: str, group: str, what: str) -> Check:
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
         seen = replies(sub, group_cases(group))
-        wrong = wrong_ones(family, seen)
-        n = len(seen)
-        if not wrong:
-            return Outcome(True, f"all {n} cases agree", n=n)
-        case = min(wrong, key=Case.size)
-        lines = story(family, case, wrong[case])
-        if len(wrong) > 1:
-            lines.append(f"({len(wrong)} of the {n} cases are wrong)")
-        every = evidence(family, sub, wrong)
-        hint = fitting(family, list(every.items())) or GENERIC[family](case, wrong[case])
-        summary = f"{len(wrong)} of {n} cases differ"
-        return Outcome(False, summary, lines, hint, n=n)
+        return group_outcome(
+            seen,
+            wrong_ones(family, seen),
+            "all {cases} agree",
+            lambda case, got: story(family, case, got),
+            lambda case, wrong: hint(family, sub, case, wrong),
+        )
 
     shown = f"{len(SHOWN)} shown cases" if group == "shown" else f"{N_FRESH} fresh cases"
     return Check(f"{family}/{group}", f"{what}, {shown}", False, run)

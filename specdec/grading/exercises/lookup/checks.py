@@ -11,7 +11,9 @@ check is exact: one wrong proposal is proof, and a correct drafter never fails. 
    point mass, which is what makes `verify` exact);
 4. fixed contexts, one per convention: the longest n first, the most recent occurrence, an
    occurrence that overlaps the end, a copy cut short by the end of the text;
-5. 300 seeded random contexts over V = 3 (so matches are common), k in 0..4, max_ngram 1..4;
+5. 300 random contexts over V = 3 (so matches are common), k in 0..4, max_ngram 1..4, drawn
+   afresh for each grading from its secret (engine/secret.py): a table of the shown contexts
+   fails them;
 6. in the loop: wrapped in a drafter, inside the reference loop on the tiny GPT pair at
    greedy, the output must be the target's own greedy text, with the drafts kept per round
    that the contract's proposals get.
@@ -24,7 +26,7 @@ the rule, on every context where the submission and the contract differ.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -32,6 +34,7 @@ from specdec.grading.engine.core import Check, Family, Outcome
 from specdec.grading.engine.laws import ModelRows, generation_law
 from specdec.grading.engine.quoting import one_line, shown_value
 from specdec.grading.engine.replies import whole_numbers
+from specdec.grading.engine.secret import grader_rng, grading_secret
 from specdec.grading.engine.submission import (
     Submission,
     SubmissionCrash,
@@ -174,12 +177,13 @@ NO_MATCH = (
 )
 RANDOM_V = 3
 RANDOM_COUNT = 300
+RANDOM_SEED = 2024  # the grader's stream (from the grading's secret) of the random contexts
 
 
-@cache
-def random_cases() -> tuple[LookupCase, ...]:
-    # RANDOM_COUNT distinct (context, k, max_ngram), from one seeded generator
-    rng = np.random.default_rng(2024)
+@lru_cache(maxsize=4)
+def random_cases(secret: int) -> tuple[LookupCase, ...]:
+    # RANDOM_COUNT distinct (context, k, max_ngram) of one grading, from its secret
+    rng = grader_rng(RANDOM_SEED, secret)
     cases: dict[LookupCase, None] = {}
     while len(cases) < RANDOM_COUNT:
         T = int(rng.integers(1, 13))
@@ -190,7 +194,7 @@ def random_cases() -> tuple[LookupCase, ...]:
 
 
 def all_cases() -> tuple[LookupCase, ...]:
-    return NO_MATCH + FIXED + random_cases()
+    return NO_MATCH + FIXED + random_cases(grading_secret())
 
 
 # --------------------------------------------------------------------------------------------
@@ -588,8 +592,8 @@ def lookup_families(policy: str = "shrink") -> list[Family]:
         ),
         proposals_check(
             "random",
-            f"{RANDOM_COUNT} random contexts, V = 3: the contract's proposals",
-            random_cases,
+            f"{RANDOM_COUNT} random contexts, V = 3, drawn afresh for each grading",
+            lambda: random_cases(grading_secret()),
         ),
         in_loop_check(),
     ]

@@ -10,7 +10,8 @@ noise, so drafts are kept ~70% of the time and rejections are common):
    token at greedy);
 2. sampled runs, T = 1 and T = 0.7 with top-k and EOS: the law of the generated tokens against
    the target's own autoregressive law, and the law of the number of drafts kept in rounds 1
-   and 2 (the draft's cache shows only there) under the declared round policy.
+   and 2 (the draft's cache shows only there) under the declared round policy. The generator
+   `rng` the runs are handed is fresh for each grading (engine/secret.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from specdec.grading.engine.laws import (
 from specdec.grading.engine.quoting import one_line, type_name
 from specdec.grading.engine.replies import whole_numbers
 from specdec.grading.engine.sandbox import RemoteFunction
+from specdec.grading.engine.secret import submission_rng
 from specdec.grading.engine.submission import (
     CHUNK,
     Submission,
@@ -201,7 +203,7 @@ def case_runs(case: LoopCase, verify_fn=None, looks: tuple[int, ...] = ()):
     def outcomes(sub: Submission):
         _, draft = tiny_pair()
         drafter = ModelDrafter(draft)  # one drafter, reused: the loop's contract is to reset it
-        rng = np.random.default_rng(case.seed)
+        rng = submission_rng(case.seed)  # fresh for each grading (engine/secret.py)
         # a loop in a worker: in chunks that end where the looks end, so that no look makes a
         # run it does not read (the runs of n run_loop, in fewer requests); here: one by one
         remote = isinstance(sub.function, RemoteFunction)

@@ -10,7 +10,8 @@ wrong row is proof. The cases, most telling first:
 4. top-p: the token that crosses p is kept; a case where the first token alone reaches p;
 5. top-k and top-p together, on a case where their order changes the answer;
 6. large and very negative logits, and a tiny temperature (the max must be subtracted);
-7. a few hundred seeded random cases (temperature, top-k, top-p, greedy, mixed).
+7. a few hundred random cases (temperature, top-k, top-p, greedy, mixed), drawn afresh for
+   each grading from its secret (engine/secret.py): a table of the shown cases fails them.
 
 A failure is explained on its case (the logits, the expected row, yours), with a hint read
 from the row itself: the row matches a known mistake (temperature ignored, top-p before
@@ -21,12 +22,13 @@ too few tied tokens, or holds NaN (an overflow).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 
 import numpy as np
 
 from specdec.grading.engine.core import Check, Family, Outcome
 from specdec.grading.engine.quoting import one_line, shown_value
+from specdec.grading.engine.secret import grader_rng, grading_secret
 from specdec.grading.engine.submission import Submission, SubmissionCrash, call_safely, show_inputs
 from specdec.grading.project import SamplingParams, probabilities
 
@@ -335,14 +337,16 @@ CASES: dict[str, tuple[str, list[Case]]] = {
         ],
     ),
 }
-N_RANDOM = 300  # seeded random cases: temperature, top-k, top-p, greedy, mixed
+N_RANDOM = 300  # random cases: temperature, top-k, top-p, greedy, mixed
+RANDOM_SEED = 2024  # the grader's stream (from the grading's secret) of the random cases
 
 
-@cache
-def random_cases(n: int = N_RANDOM, seed: int = 2024) -> tuple[Case, ...]:
-    """Seeded cases away from the conventions' knife edges: no logit ties (they are the
-    dedicated cases' business) and no token's mass-before within 1e-9 of top_p."""
-    rng = np.random.default_rng(seed)
+@lru_cache(maxsize=4)
+def random_cases(secret: int, n: int = N_RANDOM) -> tuple[Case, ...]:
+    """n fresh cases of one grading, from its secret, away from the conventions' knife edges:
+    no logit ties (they are the dedicated cases' business) and no token's mass-before within
+    1e-9 of top_p."""
+    rng = grader_rng(RANDOM_SEED, secret)
     cases = []
     while len(cases) < n:
         V = int(rng.integers(2, 41))
@@ -374,7 +378,7 @@ def on_knife_edge(case: Case) -> bool:
 
 def case_check(name: str, what: str, cases) -> Check:
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
-        all_cases = cases() if callable(cases) else cases
+        all_cases = cases(grading_secret()) if callable(cases) else cases
         for i, case in enumerate(all_cases):
             want = expected(case)
             try:
@@ -405,9 +409,8 @@ def story_of(case: Case, row: np.ndarray, want: np.ndarray) -> list[str]:
 
 def sampling_checks() -> list[Check]:
     checks = [case_check(name, what, cases) for name, (what, cases) in CASES.items()]
-    checks.append(
-        case_check("random", f"{N_RANDOM} seeded random cases, every option mixed", random_cases)
-    )
+    what = f"{N_RANDOM} random cases, every option mixed, drawn afresh for each grading"
+    checks.append(case_check("random", what, random_cases))
     return checks
 
 

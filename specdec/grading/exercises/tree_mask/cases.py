@@ -1,19 +1,22 @@
 """The tree-mask exercise's cases, their expected answers (the reference's, through
 project.py), and the call of a submitted `tree_attention` on them, each case asked once per
-submission and its answer read as four arrays (checks.py judges them)."""
+submission and its answer read as four arrays (checks.py judges them). The hand-made groups
+are the same in every grading; the random trees are drawn afresh for each grading from its
+secret (engine/secret.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 
 import numpy as np
 
+from specdec.grading.engine.answers import AskedOnce, ask_cases, give_hint
 from specdec.grading.engine.quoting import shown_value
+from specdec.grading.engine.secret import grader_rng, grading_secret
 from specdec.grading.engine.submission import (
     Submission,
     SubmissionCrash,
-    call_each_safely,
     show_inputs,
 )
 from specdec.grading.project import ancestor_mask, kept_slots, position_ids
@@ -93,6 +96,7 @@ GROUPS: dict[str, tuple[str, tuple[Case, ...]]] = {
     ),
 }
 N_RANDOM = 300
+RANDOM_SEED = 1104  # the grader's stream (from the grading's secret) of the random trees
 
 
 def random_parents(rng: np.random.Generator, n: int, style: str) -> tuple[int, ...]:
@@ -125,11 +129,11 @@ def random_path(rng: np.random.Generator, parents: tuple[int, ...]) -> tuple[int
         path.append(node)
 
 
-@cache
-def random_cases(n: int = N_RANDOM, seed: int = 1104) -> tuple[Case, ...]:
-    """Seeded trees of 1 to 24 nodes (chains, stars, deep, wide and any breadth-first tree),
-    0 to 16 committed slots, and a random accepted path in each."""
-    rng = np.random.default_rng(seed)
+@lru_cache(maxsize=4)
+def random_cases(secret: int, n: int = N_RANDOM) -> tuple[Case, ...]:
+    """n trees of one grading, from its secret: 1 to 24 nodes (chains, stars, deep, wide and
+    any breadth-first tree), 0 to 16 committed slots, and a random accepted path in each."""
+    rng = grader_rng(RANDOM_SEED, secret)
     styles = ("chain", "star", "deep", "wide", "any", "any")
     cases: dict[Case, None] = {}  # n distinct cases (small trees repeat)
     while len(cases) < n:
@@ -140,7 +144,7 @@ def random_cases(n: int = N_RANDOM, seed: int = 1104) -> tuple[Case, ...]:
 
 
 def group_cases(group: str) -> tuple[Case, ...]:
-    return random_cases() if group == "random" else GROUPS[group][1]
+    return random_cases(grading_secret()) if group == "random" else GROUPS[group][1]
 
 
 def all_cases() -> tuple[Case, ...]:
@@ -216,32 +220,22 @@ def crash_hint(case: Case) -> str:
     return ""
 
 
-ANSWERS: dict = {}  # the answers of the last submission graded: {case: Answer}, and "sub"
+def copied(args: tuple) -> tuple:
+    parents, length, path = args
+    return parents.copy(), length, list(path)
 
 
-def answers(sub: Submission, cases: tuple[Case, ...]) -> dict[Case, Answer]:
-    """The submission's answer on each case, asked once per submission (the three families
-    judge the same answers), the missing ones in one request."""
-    if ANSWERS.get("sub") is not sub:
-        ANSWERS.clear()
-        ANSWERS["sub"] = sub
-    missing = list(dict.fromkeys(c for c in cases if c not in ANSWERS))
-    if missing:
-        try:
-            results = call_each_safely(
-                sub,
-                [c.arguments() for c in missing],
-                (),
-                lambda i: shown_of(missing[i]),
-                COMMAND,
-                lambda i: missing[i].describe(),
-                lambda args: (args[0].copy(), args[1], list(args[2])),
-            )
-        except SubmissionCrash as crash:
-            failing = next((c for c in missing if crash.call == c.describe()), missing[0])
-            if not isinstance(crash.error, NotImplementedError):
-                crash.hint = crash.hint or crash_hint(failing)
-            raise
-        for case, result in zip(missing, results, strict=True):
-            ANSWERS[case] = read_answer(result, case)
-    return {case: ANSWERS[case] for case in cases}
+def call_masks(sub: Submission, cases: list[Case]) -> list[Answer]:
+    """The submission's answers on cases, in one request when it runs in a worker; a raise
+    names the case that raised, with a hint."""
+    try:
+        results = ask_cases(sub, cases, shown_of, COMMAND, copied)
+    except SubmissionCrash as crash:
+        give_hint(crash, cases, Case.describe, lambda case, error: crash_hint(case))
+        raise
+    return [read_answer(result, case) for case, result in zip(cases, results, strict=True)]
+
+
+# the submission's answer on each case {case: Answer}, asked once per submission and grading
+# (the three families judge the same answers)
+answers = AskedOnce(call_masks, grading_secret)

@@ -15,11 +15,12 @@ slot, then `ancestor_mask`), the positions are `position_ids`, the kept slots ar
                       committed slots
 
 Each family runs the same five groups of cases: a lone root, a chain, a star, the notebook's
-shape (widths 3, 2, 1) and a few hundred seeded random trees (chains, stars, deep and wide
-ones mixed) with random accepted paths: one check per group. A family stops at its first
-failed check (exact, so decisive). The failure shows the smallest wrong case of its group,
-and its hint names the known mistake that reproduces every wrong case of the group (or, when
-none does, the first wrong entry and why it is wrong).
+shape (widths 3, 2, 1) and a few hundred random trees (chains, stars, deep and wide ones
+mixed) with random accepted paths, drawn afresh for each grading from its secret
+(engine/secret.py), so that a table of the shown cases fails them: one check per group. A
+family stops at its first failed check (exact, so decisive). The failure shows the smallest
+wrong case of its group, and its hint names the known mistake that reproduces every wrong case
+of the group (or, when none does, the first wrong entry and why it is wrong).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specdec.grading.engine.answers import group_outcome
 from specdec.grading.engine.core import Check, Family, Outcome
 from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises.tree_mask.cases import (
@@ -281,17 +283,13 @@ PARTS = {
 def part_check(part: Part, group: str, what: str) -> Check:
     def run(sub: Submission, threshold: float, look: int) -> Outcome:
         seen = answers(sub, group_cases(group))
-        wrong = {c: a for c, a in seen.items() if part.wrong(c, a) is not None}
-        n = len(seen)
-        if not wrong:
-            return Outcome(True, f"{part.summary} on {n} case{'s' * (n > 1)}", n=n)
-        case = min(wrong, key=Case.size)
-        story = [f"the smallest wrong case: {case.describe()}", *part.story(case, seen[case])]
-        if len(wrong) > 1:
-            story.append(f"({len(wrong)} of the {n} cases are wrong)")
-        hint = part.hint(case, seen[case], wrong)
-        summary = f"{len(wrong)} of {n} case{'s' * (n > 1)} differ"
-        return Outcome(False, summary, story, hint, n=n)
+        return group_outcome(
+            seen,
+            {c: a for c, a in seen.items() if part.wrong(c, a) is not None},
+            part.summary + " on {cases}",
+            part.story,
+            lambda case, wrong: part.hint(case, wrong[case], wrong),
+        )
 
     return Check(f"{part.family}/{group}", what, False, run)
 
@@ -299,7 +297,7 @@ def part_check(part: Part, group: str, what: str) -> Check:
 def tree_mask_families(policy: str = "shrink") -> list[Family]:
     """The three families (`policy` is a loop's; unused here)."""
     groups = {name: what for name, (what, _) in GROUPS.items()}
-    groups["random"] = f"{N_RANDOM} seeded random trees and paths"
+    groups["random"] = f"{N_RANDOM} random trees and paths, drawn afresh for each grading"
     return [
         Family(name, part.what, [part_check(part, g, what) for g, what in groups.items()])
         for name, part in PARTS.items()
