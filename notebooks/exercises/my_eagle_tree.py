@@ -8,9 +8,10 @@ Every check is exact: the tree you return and the passes you asked for are held 
 against the contract's, on hand-made toy drafters (the example below, depth 1, tiny budgets,
 ties, zero confidences, nodes not worth a pass) and on 150 random ones drawn anew for each
 grading (eagle-tree); then your function grows the trees of a real EAGLE drafter in the
-reference's tree loop, on prompts drawn for each grading, and every round's tree and the text must be the reference's
-(eagle-tree-round). A failure shows the smallest wrong case, the drafter's rows it read, the
-tree and passes expected next to yours, and a hint read from your answers.
+reference's tree loop, on prompts drawn for each grading, and every round's tree and the
+text must be the reference's (eagle-tree-round). A failure shows the smallest wrong case,
+the drafter's rows it read, the tree and passes expected next to yours, and a hint read from
+your answers.
 
 The setting. A tree drafter proposes several continuations at once; the target verifies the
 whole tree in one pass and keeps the longest accepted path. A static tree spends its nodes on
