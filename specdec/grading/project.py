@@ -20,9 +20,10 @@ from reference.config import GPTConfig
 from reference.drafters import Draft, Drafter, ModelDrafter
 
 # the eagle_align exercise's real drafter: the reference's, whose catch-up the submission's
-# pairs replace (exercises/eagle_align/round.py), and its random weights
-from reference.eagle import EagleDrafter, init_eagle_params
-from reference.model import GPT, init_params
+# pairs replace (exercises/eagle_align/round.py), and its random weights; the names and
+# shapes of what a drafter holds, for the eagle_block exercise's inputs
+from reference.eagle import EagleDrafter, eagle_param_shapes, init_eagle_params
+from reference.model import GPT, expected_param_shapes, init_params
 
 # the sampling exercise's expected rows, and the SamplingParams a loop is handed
 from reference.sampling import SamplingParams, probabilities
@@ -70,7 +71,9 @@ __all__ = [
     "Tree",
     "Verification",
     "ancestor_mask",
+    "eagle_param_shapes",
     "chain_parents",
+    "expected_param_shapes",
     "expected_tokens_per_round",
     "init_eagle_params",
     "init_params",

@@ -15,7 +15,7 @@ import pytest
 from specdec.grading import grade
 from specdec.grading.engine.core import Family, Grade, Outcome, Revise, run_families
 from specdec.grading.engine.secret import secret_held
-from specdec.grading.engine.submission import Submission
+from specdec.grading.engine.submission import Submission, load_submission
 from specdec.grading.exercises import exercise
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,6 +38,25 @@ def grader_for(
             return run_families(submission, families(), revise)
 
     return graded
+
+
+def rejected_under(
+    spec: str, kind: str, families: Callable[[], list[Family]], secrets: tuple[int, ...]
+) -> list[tuple]:
+    """[(the grading, its first failed check's result)] of the submission `spec` under each
+    secret, all graded in one worker (loaded once: a worker's start is most of a grading)."""
+    sub = load_submission(spec, kind)
+    try:
+        found = []
+        for secret in secrets:
+            with secret_held(secret):
+                result = run_families(sub, families())
+            failed = [r for r in result.results if r.status == "fail"]
+            assert not result.passed and failed, f"{spec} was not rejected under {secret}"
+            found.append((result, failed[0]))
+        return found
+    finally:
+        sub.close()
 
 
 def not_passed(result: Grade) -> list[str]:

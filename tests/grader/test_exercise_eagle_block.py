@@ -26,19 +26,21 @@ from reference.model import GPT, init_params
 from specdec.grading.engine.report import text_report
 from specdec.grading.engine.secret import secret_held
 from specdec.grading.exercises import exercise
-from specdec.grading.exercises.eagle_block.cases import GROUPS, all_cases, fresh_cases
+from specdec.grading.exercises.eagle_block.cases import (
+    GROUPS,
+    all_cases,
+    fresh_cases,
+    param_shapes,
+)
 from specdec.grading.exercises.eagle_block.checks import eagle_block_families
 from specdec.grading.exercises.eagle_block.mistakes import MISTAKES, fitting
 from specdec.grading.exercises.eagle_block.round import reference_run, round_cases
 from specdec.grading.exercises.eagle_block.rule import (
-    BLOCK,
-    FUSE,
     TARGET,
     TOL,
     Slip,
     forward,
     gap,
-    param_shapes,
     rule,
 )
 
@@ -200,7 +202,9 @@ def reference_rows(tokens, features, params, n_head) -> np.ndarray:
     n_ctx = params["wpe.weight"].shape[0]
     cfg = GPTConfig(n_vocab=V, n_ctx=n_ctx, n_embd=C, n_head=n_head, n_layer=1)
     target_params = init_params(cfg, np.random.default_rng(0)) | {n: params[n] for n in TARGET}
-    drafter = EagleDrafter(GPT(cfg, target_params), {n: params[n] for n in FUSE + BLOCK})
+    drafter = EagleDrafter(
+        GPT(cfg, target_params), {n: v for n, v in params.items() if n not in TARGET}
+    )
     return drafter.step(drafter.fuse(tokens, features))
 
 

@@ -13,7 +13,7 @@ import pytest
 from specdec.grading import grade
 from specdec.grading.engine.core import run_families
 from specdec.grading.engine.secret import SECRET_ENV, secret_held
-from specdec.grading.engine.submission import Submission, load_submission
+from specdec.grading.engine.submission import Submission
 from specdec.grading.exercises import exercise
 from specdec.grading.exercises.sampling.checks import (
     CASES,
@@ -24,35 +24,20 @@ from specdec.grading.exercises.sampling.checks import (
     sampling_families,
 )
 
+from .exercise_tests import rejected_under, the_solution_passes
+
 BROKEN = "tests/grader/broken_exercises_basic.py"
 SAMPLING = exercise("sampling")
 SECRETS = (1, 2)  # the random cases of two gradings
 
 
 def first_failures(name: str, secrets: tuple[int, ...] = SECRETS[:1]) -> list:
-    """(the grading, its first failure) of the broken `name` under each secret, all graded
-    in one worker."""
-    sub = load_submission(f"{BROKEN}:{name}", "sampling")
-    try:
-        found = []
-        for secret in secrets:
-            with secret_held(secret):
-                result = run_families(sub, sampling_families())
-            failed = [r for r in result.results if r.status == "fail"]
-            assert not result.passed and failed, f"{name} was not rejected under {secret}"
-            found.append((result, failed[0]))
-        return found
-    finally:
-        sub.close()
+    """(the grading, its first failure) of the broken `name` under each secret."""
+    return rejected_under(f"{BROKEN}:{name}", "sampling", sampling_families, secrets)
 
 
 def test_the_solution_passes_and_is_recognised_by_its_name():
-    result = grade(SAMPLING.spec(solution=True))
-    assert result.passed, [r.outcome.summary for r in result.results if r.status != "pass"]
-    assert result.submission.kind == "sampling" and "its name" in result.submission.kind_reason
-    assert {r.status for r in result.results} == {"pass"}
-    assert not any(r.check.sampled for r in result.results)
-    assert result.seconds < 10
+    assert the_solution_passes("sampling").seconds < 10
 
 
 def reference_sampling_distribution(logits, temperature, top_k=None, top_p=None):

@@ -14,7 +14,6 @@ import pytest
 from specdec.choose_k import best_k
 from specdec.costs import CostProfile, expected_tokens_per_round, predicted_speedup
 from specdec.grading import grade
-from specdec.grading.engine.core import run_families
 from specdec.grading.engine.secret import secret_held
 from specdec.grading.engine.submission import Submission, load_submission
 from specdec.grading.exercises import exercise
@@ -27,25 +26,20 @@ from specdec.grading.exercises.speedup.checks import (
     speedup_families,
 )
 
+from .exercise_tests import rejected_under, the_solution_passes
+
 BROKEN = "tests/grader/broken_exercises_basic.py"
 SPEEDUP = exercise("speedup")
 
 
 def first_failure(name: str):
-    sub = load_submission(f"{BROKEN}:{name}", "speedup")
-    result = run_families(sub, speedup_families())
-    failed = [r for r in result.results if r.status == "fail"]
-    assert not result.passed and failed, f"{name} was not rejected"
-    return result, failed[0]
+    """(the grading, its first failure) of the broken `name`, under one pinned secret."""
+    ((result, failure),) = rejected_under(f"{BROKEN}:{name}", "speedup", speedup_families, (1,))
+    return result, failure
 
 
 def test_the_solution_passes_and_is_recognised_by_its_name():
-    result = grade(SPEEDUP.spec(solution=True))
-    assert result.passed, [r.outcome.summary for r in result.results if r.status != "pass"]
-    assert result.submission.kind == "speedup" and "its name" in result.submission.kind_reason
-    assert {r.status for r in result.results} == {"pass"}
-    assert not any(r.check.sampled for r in result.results)
-    assert result.seconds < 10
+    assert the_solution_passes("speedup").seconds < 10
 
 
 def project_plan_k(alpha, c, v, k_max):

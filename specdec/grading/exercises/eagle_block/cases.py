@@ -29,7 +29,8 @@ from specdec.grading.engine.submission import (
     call_each_safely,
     show_inputs,
 )
-from specdec.grading.exercises.eagle_block.rule import param_shapes, rule
+from specdec.grading.exercises.eagle_block.rule import TARGET, rule
+from specdec.grading.project import GPTConfig, eagle_param_shapes, expected_param_shapes
 
 COMMAND = "eagle_block_forward"
 FRESH_SEED = 61  # the grader's stream (from the secret) of the fresh cases
@@ -56,6 +57,14 @@ class Case:
 
     def size(self) -> tuple:  # the smallest case shows a mistake best
         return self.T, self.n_head, self.C, self.V, self.seed
+
+
+def param_shapes(V: int, C: int, n_ctx: int) -> dict[str, tuple[int, ...]]:
+    """What an EagleDrafter holds, by name and shape: the target's shared tensors (TARGET),
+    then the drafter's own (fusion and one block), as the project names and shapes them."""
+    cfg = GPTConfig(n_vocab=V, n_ctx=n_ctx, n_embd=C, n_head=1, n_layer=1)
+    target = expected_param_shapes(cfg)
+    return {name: target[name] for name in TARGET} | eagle_param_shapes(cfg)
 
 
 def inputs(T: int, C: int, n_head: int, V: int, seed: int, quiet: bool) -> tuple:

@@ -34,46 +34,6 @@ EPS = 1e-5  # GPT-2's LayerNorm epsilon (GPTConfig.layer_norm_epsilon)
 TOL = 2e-3  # the largest `gap` of a correct answer (float32 rounding: ~4e-7 here)
 FUSE = ("fc.weight", "fc.bias")
 TARGET = ("wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias")  # the target's, shared
-BLOCK = (  # one GPT-2 block, named as the drafter's checkpoint names it
-    "h.0.ln_1.weight",
-    "h.0.ln_1.bias",
-    "h.0.attn.c_attn.weight",
-    "h.0.attn.c_attn.bias",
-    "h.0.attn.c_proj.weight",
-    "h.0.attn.c_proj.bias",
-    "h.0.ln_2.weight",
-    "h.0.ln_2.bias",
-    "h.0.mlp.c_fc.weight",
-    "h.0.mlp.c_fc.bias",
-    "h.0.mlp.c_proj.weight",
-    "h.0.mlp.c_proj.bias",
-)
-NAMES = TARGET + FUSE + BLOCK
-
-
-def param_shapes(V: int, C: int, n_ctx: int) -> dict[str, tuple[int, ...]]:
-    block = {
-        "ln_1.weight": (C,),
-        "ln_1.bias": (C,),
-        "attn.c_attn.weight": (C, 3 * C),
-        "attn.c_attn.bias": (3 * C,),
-        "attn.c_proj.weight": (C, C),
-        "attn.c_proj.bias": (C,),
-        "ln_2.weight": (C,),
-        "ln_2.bias": (C,),
-        "mlp.c_fc.weight": (C, 4 * C),
-        "mlp.c_fc.bias": (4 * C,),
-        "mlp.c_proj.weight": (4 * C, C),
-        "mlp.c_proj.bias": (C,),
-    }
-    return {
-        "wte.weight": (V, C),
-        "wpe.weight": (n_ctx, C),
-        "ln_f.weight": (C,),
-        "ln_f.bias": (C,),
-        "fc.weight": (2 * C, C),
-        "fc.bias": (C,),
-    } | {f"h.0.{name}": shape for name, shape in block.items()}
 
 
 @dataclass(frozen=True)
