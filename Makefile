@@ -53,7 +53,7 @@ test: $(VENV)/.stamp-dev browser
 # which (docs/benchmarks.md).
 PORTABLE_CORETYPE ?= Haswell
 # numba's compiled loops (the `fast` extra) for the same AVX2 laptop: a CPU name alone would
-# still give LLVM the host's features, AVX-512 included (specdec/fast_cpu_compiled.py)
+# still give LLVM the host's features, AVX-512 included (specdec/fast_cpu/compiled.py)
 PORTABLE_NUMBA ?= NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES=+avx2,+fma
 PORTABLE_THREADS ?= 2
 MEASURING_TESTS := tests/unit/test_fast_cpu.py tests/unit/test_choose_k.py \
@@ -61,7 +61,7 @@ MEASURING_TESTS := tests/unit/test_fast_cpu.py tests/unit/test_choose_k.py \
 	tests/unit/test_bench.py
 portable: $(VENV)/.stamp-dev
 	OPENBLAS_CORETYPE=$(PORTABLE_CORETYPE) $(PORTABLE_NUMBA) SPECDEC_BLAS_THREADS=$(PORTABLE_THREADS) \
-		$(PY) -c "from specdec.machine import *; from specdec.fast_cpu_compiled import compiled_for; \
+		$(PY) -c "from specdec.machine import *; from specdec.fast_cpu.compiled import compiled_for; \
 		use_blas_threads(); print('portable:', describe_machine().line(), '; numba:', compiled_for())"
 	OPENBLAS_CORETYPE=$(PORTABLE_CORETYPE) $(PORTABLE_NUMBA) SPECDEC_BLAS_THREADS=$(PORTABLE_THREADS) \
 		$(PY) -m pytest -p no:cacheprovider -m "not gpu" $(MEASURING_TESTS)

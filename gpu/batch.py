@@ -69,7 +69,7 @@ from reference.checks import check_clock
 from reference.drafters import Draft, Drafter, drafter_feature_layers
 from reference.records import CacheSpan, Round, SpeculativeResult
 from reference.sampling import SamplingParams
-from reference.speculative import Run, plugin_verification
+from reference.speculative import Run, RunSetup, plugin_verification, run_keywords
 from reference.verification import Verification
 
 __all__ = [
@@ -460,19 +460,9 @@ def batched_prefill(target: GPT, cache: BatchKVCache, drafters, prompts, draftin
     drafting.prefill(prompts, h, n_new, x, layers)
 
 
+@run_keywords
 def speculative_generate_batch(
-    target: GPT,
-    drafters: list[Drafter],
-    prompts,
-    *,
-    k: int,
-    max_new_tokens: int,
-    rng: np.random.Generator,
-    sampling: SamplingParams = SamplingParams(),
-    eos_id: int | None = None,
-    trace: bool = False,
-    verify_fn: Callable[..., Verification] | None = None,
-    clock=None,
+    target: GPT, drafters: list[Drafter], prompts, setup: RunSetup
 ) -> list[SpeculativeResult]:
     """The reference's `speculative_generate_batch` on the device: one target pass and one
     device -> host transfer per round for the whole batch, and one draft pass per drafting
@@ -482,15 +472,14 @@ def speculative_generate_batch(
     target = as_twin_model(target)
     if not isinstance(drafters, (str, bytes)) and hasattr(drafters, "__len__"):
         drafters = [as_twin_drafter(d) for d in drafters]
-    prompts, k, max_new_tokens, eos_id, clock = check_batch_inputs(
-        target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
-    )
+    prompts, setup = check_batch_inputs(target, drafters, prompts, setup)
+    sampling, rng, verify_fn, clock = setup.sampling, setup.rng, setup.verify_fn, setup.clock
     drafting = batch_drafting(drafters)  # after the checks: it builds a cache
     clock.restart()
     cache = new_batch_cache(target, len(prompts))
     batched_prefill(target, cache, drafters, prompts, drafting)
     clock.mark("prefill")
-    runs = [Run(prompt, k, max_new_tokens, eos_id, trace) for prompt in prompts]
+    runs = [Run.of(prompt, setup) for prompt in prompts]
     while not all(run.finished for run in runs):
         k_rounds = [None if run.finished else run.next_k() for run in runs]
         contexts = [run.context for run in runs]

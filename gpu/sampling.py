@@ -1,7 +1,7 @@
 """The twin's sampling: processed distributions and draws, computed where the logits are.
 
 What differs from reference/sampling.py, and why:
-* `probabilities` runs on the device: one fused kernel (`pick`, below; its plan in
+* `probabilities` runs on the device: one fused operation (`pick`, below; its plan in
   gpu/device/fused.py) for greedy and plain-temperature rows, `xp` operations otherwise
   (`processed`); the same transforms (temperature, top-k, top-p, greedy one-hot) in the
   same order, so p and q are processed alike on both sides.
@@ -20,7 +20,7 @@ import numpy as np
 
 from gpu.device.backend import ON_DEVICE, to_device, to_host, xp
 from gpu.device.fused import pick_fits, pick_plan
-from gpu.device.kernels import run_fused
+from gpu.device.kernels import fused
 from reference.checks import check_generator
 from reference.sampling import (
     GREEDY,
@@ -109,9 +109,18 @@ def inverse_cdf(probs, u):
     return xp.minimum(index, probs.shape[-1] - 1)
 
 
-def pick_body(logits, params, u, probs, tokens, finite):
-    # logits [R, V] -> writes probs [R, V], tokens [R] (the inverse-CDF draw at u [R] or a
-    # float), finite [R] (1 where every logit is finite); any of the three may be None
+def params_fit(logits, params, *args, **kwargs) -> bool:
+    return pick_fits(params)  # greedy or plain temperature: the kernel's; else this body
+
+
+@fused(pick_plan, kernel="pick_rows", fits=params_fit)
+def pick(logits, params, u=None, *, probs=None, tokens=None, finite=None):
+    """Row r of logits [R, V] -> its processed distribution into probs[r], the inverse-CDF draw
+    at u[r] (a device array [R], or one float) into tokens[r], and 1 into finite[r] if every
+    logit of the row is finite: one launch (gpu/device/fused.py `pick_plan`) when
+    `pick_fits(params)`, else these lines. Any of probs, tokens, finite may be None. Returns
+    probs (or, with probs None, the distribution the body computed: in NumPy mode only, else
+    None)."""
     p = processed(logits, params)
     if probs is not None:
         probs[...] = p
@@ -120,17 +129,6 @@ def pick_body(logits, params, u, probs, tokens, finite):
     if finite is not None:
         finite[...] = xp.all(xp.isfinite(logits), axis=-1)
     return p if probs is None else probs
-
-
-def pick(logits, params, u=None, *, probs=None, tokens=None, finite=None):
-    """Row r of logits [R, V] -> its processed distribution into probs[r], the inverse-CDF draw
-    at u[r] (a device array [R], or one float) into tokens[r], and 1 into finite[r] if every
-    logit of the row is finite: one launch (gpu/device/fused.py `pick_plan`) when
-    `pick_fits(params)`. Returns probs (or, with probs None, the distribution the body
-    computed: in NumPy mode only, else None)."""
-    if not pick_fits(params):
-        return pick_body(logits, params, u, probs, tokens, finite)
-    return run_fused("pick_rows", pick_body, pick_plan, logits, params, u, probs, tokens, finite)
 
 
 def sample_token(probs, rng: np.random.Generator) -> int:

@@ -68,10 +68,12 @@ from reference.lookup import HybridDrafter
 from reference.records import CacheSpan, Round, RoundTrace, SpeculativeResult, SpeculativeStats
 from reference.sampling import SamplingParams
 from reference.speculative import (
+    RunSetup,
     cache_span_start,
     check_draft,
     check_loop_inputs,
     check_shared,
+    run_keywords,
     start_run,
 )
 from reference.verification import Verification
@@ -340,29 +342,19 @@ def host_round(rnd: Round) -> Round:
     )
 
 
+@run_keywords
 def speculative_generate(
-    target: GPT,
-    drafter: Drafter,
-    prompt,
-    *,
-    k: int,
-    max_new_tokens: int,
-    rng: np.random.Generator,
-    sampling: SamplingParams = SamplingParams(),
-    eos_id: int | None = None,
-    trace: bool = False,
-    verify_fn: Callable[..., Verification] | None = None,
-    clock=None,
+    target: GPT, drafter: Drafter, prompt, setup: RunSetup
 ) -> SpeculativeResult:
-    # prompt [n] -> SpeculativeResult(tokens [<= max_new_tokens], stats, trace): the
-    # reference's checks and loop (a `Run` per sequence) around the twin's round. A reference GPT or
-    # drafter is accepted too: its twin is built once (weights copied to the device) and
-    # remembered, so the oracle can hand the twin its own models and drafters.
+    # prompt [n] -> SpeculativeResult(tokens [<= max_new_tokens], stats, trace), with the
+    # reference's keywords (RunSetup's fields): the reference's checks and loop (a `Run` per
+    # sequence) around the twin's round. A reference GPT or drafter is accepted too: its twin
+    # is built once (weights copied to the device) and remembered, so the oracle can hand
+    # the twin its own models and drafters.
     target, drafter = as_twin_model(target), as_twin_drafter(drafter)
-    prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
-        target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
-    )
-    cache, run = start_run(target, drafter, prompt, k, max_new_tokens, eos_id, trace, clock)
+    prompt, setup = check_loop_inputs(target, drafter, prompt, setup)
+    cache, run = start_run(target, drafter, prompt, setup)
+    sampling, rng, verify_fn, clock = setup.sampling, setup.rng, setup.verify_fn, setup.clock
     while not run.finished:  # the reference's loop, with the twin's round
         rnd = speculative_round(
             target, cache, drafter, run.context, run.next_k(), sampling, rng, verify_fn, clock

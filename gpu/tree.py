@@ -48,6 +48,7 @@ the reference's.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -62,7 +63,7 @@ from reference.drafters import drafter_feature_layers
 from reference.kv_cache import catch_up_tokens
 from reference.records import CacheSpan, SpeculativeResult
 from reference.sampling import SamplingParams, check_sampling
-from reference.speculative import check_loop_inputs, start_run
+from reference.speculative import RunSetup, check_loop_inputs, run_keywords, start_run
 from reference.tree import (
     POINT,
     ROOT,
@@ -139,8 +140,10 @@ def tree_round(
     d_written = draft_cache.end if draft_cache is not None else 0
     p = to_host(p)  # the round's transfer back: the walk reads p on the host
     check_rows_finite(bool(np.all(np.isfinite(p))))
-    decide = verify_tree_unchecked if verify_fn is None else verify_fn
-    result = decide(p, tree, rng)  # 3.
+    if verify_fn is None:  # 3. walk down the accepted children, then one more token
+        result = verify_tree_unchecked(p, tree, rng)
+    else:  # another tree rule (typical acceptance, reference/typical.py)
+        result = verify_fn(p, tree, rng)
     clock.mark("verify")
 
     keep = kept_slots(m, result.path)  # 4. the path, gathered after the committed slots
@@ -165,40 +168,18 @@ def tree_round(
     )
 
 
-def tree_speculative_generate(
-    target: GPT,
-    drafter,
-    prompt,
-    *,
-    max_new_tokens: int,
-    rng: np.random.Generator,
-    k: int | None = None,
-    sampling: SamplingParams = SamplingParams(),
-    eos_id: int | None = None,
-    trace: bool = False,
-    clock=None,
-    verify_fn=None,
-) -> SpeculativeResult:
-    # prompt [n] -> SpeculativeResult: the reference's checks and loop (a `Run` per sequence) around
-    # the twin's tree round. A reference GPT or tree drafter is accepted too (its twin is
-    # built once and remembered), so the oracle can hand the twin its own.
+@run_keywords(required=("max_new_tokens", "rng"))
+def tree_speculative_generate(target: GPT, drafter, prompt, setup: RunSetup) -> SpeculativeResult:
+    # prompt [n] -> SpeculativeResult, with the reference's keywords (RunSetup's fields):
+    # the reference's checks and loop (a `Run` per sequence) around the twin's tree round. A
+    # reference GPT or tree drafter is accepted too (its twin is built once and remembered),
+    # so the oracle can hand the twin its own.
     target, drafter = as_twin_model(target), as_twin_drafter(drafter)
-    k = drafter.depth if k is None else k
-    prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
-        target,
-        drafter,
-        prompt,
-        k,
-        max_new_tokens,
-        rng,
-        sampling,
-        eos_id,
-        verify_fn,
-        clock,
-        required=TREE_PARTS,
-    )
-    k = min(k, drafter.depth)
-    cache, run = start_run(target, drafter, prompt, k, max_new_tokens, eos_id, trace, clock)
+    setup = replace(setup, k=drafter.depth) if setup.k is None else setup
+    prompt, setup = check_loop_inputs(target, drafter, prompt, setup, required=TREE_PARTS)
+    setup = replace(setup, k=min(setup.k, drafter.depth))
+    cache, run = start_run(target, drafter, prompt, setup)
+    sampling, rng, verify_fn, clock = setup.sampling, setup.rng, setup.verify_fn, setup.clock
     while not run.finished:  # the reference's loop, with the twin's tree round
         rnd = tree_round(
             target, cache, drafter, run.context, run.next_k(), sampling, rng, verify_fn, clock

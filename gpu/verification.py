@@ -25,7 +25,7 @@ import numpy as np
 
 from gpu.device.backend import on_device, to_device, to_host, xp
 from gpu.device.fused import decide_plan
-from gpu.device.kernels import run_fused
+from gpu.device.kernels import fused
 from gpu.sampling import inverse_cdf
 from reference.verification import (
     ROW_SUM_ATOL,
@@ -99,17 +99,14 @@ def decide_rows(p, q, tokens, u, k):
     return xp.stack([n, token], axis=1).astype(np.int64)
 
 
-def decide_body(p, q, tokens, u):
-    # -> int64 [k + 3]: (n, token, drafts..., 1 if p and q are finite)
-    finite = (xp.all(xp.isfinite(p)) & xp.all(xp.isfinite(q))).astype(np.int64).reshape(1)
-    return xp.concatenate([decide(p, q, tokens, u), tokens.astype(np.int64), finite])
-
-
+@fused(decide_plan)
 def decide_packed(p, q, tokens, u):
     """p [k+1, V], q [k, V], drafts [k], uniforms [k+1] (all on the device) -> int64 [k + 3]
     (accepted n, token, the drafts, a finiteness flag for p and q): a round's whole verification
-    and its packing for the one transfer, in one launch (gpu/device/fused.py `decide_plan`)."""
-    return run_fused("decide_packed", decide_body, decide_plan, p, q, tokens, u)
+    and its packing for the one transfer, in one launch on a device (the kernel
+    `decide_packed`, planned by gpu/device/fused.py `decide_plan`); these lines elsewhere."""
+    finite = (xp.all(xp.isfinite(p)) & xp.all(xp.isfinite(q))).astype(np.int64).reshape(1)
+    return xp.concatenate([decide(p, q, tokens, u), tokens.astype(np.int64), finite])
 
 
 def verify_unchecked(p_target, q_draft, draft_tokens, rng: np.random.Generator) -> Verification:

@@ -15,8 +15,8 @@
 # # 01 · Why one-token decoding is slow
 #
 # *Article §1 and §7. Code: `specdec/costs.py`, `reference/model.py`, `reference/kv_cache.py`,
-# `specdec/fast_cpu.py`, `specdec/fast_cpu_plan.py`, `specdec/session_costs.py`,
-# `specdec/roofline.py`, `specdec/machine.py`.*
+# `specdec/fast_cpu/model.py`, `specdec/fast_cpu/plan.py`, `specdec/measure/session_costs.py`,
+# `specdec/measure/roofline.py`, `specdec/machine.py`.*
 #
 # A language model writes one token per call. Each call pushes **one** new position through
 # every weight matrix: the hidden state is a `[1, H]` row multiplied by an `[H, H]` matrix.
@@ -48,11 +48,11 @@ from IPython.display import Image, display
 
 from specdec.bundled import bundled_pair_available, load_bundled_pair
 from specdec.fast_cpu import FEW_ROWS, fast, linear_few_rows
-from specdec.fast_cpu_plan import describe_plan
+from specdec.fast_cpu.plan import describe_plan
 from specdec.figures import plot_forward_costs, plot_matmul_times, plot_roofline
 from specdec.machine import cache_sizes, describe_machine, mib, use_blas_threads
-from specdec.roofline import floor_seconds, machine_rates, pass_products
-from specdec.session_costs import session_costs
+from specdec.measure.roofline import floor_seconds, machine_rates, pass_products
+from specdec.measure.session_costs import session_costs
 from specdec.standins import random_pair
 
 use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (specdec/machine.py)
@@ -78,7 +78,7 @@ print("draft: ", draft.config)
 # minimum is the figure that least depends on what else was running. If the product were
 # limited by arithmetic, time would grow in proportion to k; if it is limited by reading the
 # weights, the first few extra rows should cost almost nothing. We time it twice: the plain
-# `x @ W` that `reference/model.py` writes, and the blocked product of `specdec/fast_cpu.py`
+# `x @ W` that `reference/model.py` writes, and the blocked product of `specdec/fast_cpu/model.py`
 # (`linear_few_rows`, used for 2 to 16 rows), which gives the same numbers computed in a
 # different order.
 
@@ -213,18 +213,18 @@ display(Image(filename=str(path)))
 #   departs from the paper: its cost model keeps v(T) as a measured number.
 #
 # Notebooks 07 and 08 need the same c and v, and a shared machine gives a different number
-# each time it is asked. So they are measured once per session, by `specdec/session_costs.py`:
-# the first notebook that asks measures (the T's taken in turn, the fastest of 15 passes
-# each, after a 128-token code context), and the others read the same numbers back — for an
-# hour, on the same machine line, for the same weights. The line under the numbers says
-# whether they were measured now or reused.
+# each time it is asked. So they are measured once per session, by
+# `specdec/measure/session_costs.py`: the first notebook that asks measures (the T's taken in turn,
+# the fastest of 15 passes each, after a 128-token code context), and the others read the same
+# numbers back — for an hour, on the same machine line, for the same weights. The line under the
+# numbers says whether they were measured now or reused.
 #
 # The plain model computes every linear layer as `x @ w`, so its v(T) inherits §1's packing
 # step wherever this CPU's BLAS packs: each of the target's 24 weight matrices (384 wide,
 # 0.6–2.4 MB) is then packed once per pass with T ≥ 2.
 
 # %%
-plain_costs = session_costs(target, draft)  # specdec/session_costs.py: once per session
+plain_costs = session_costs(target, draft)  # specdec/measure/session_costs.py: once per session
 profile, context = plain_costs.profile, plain_costs.context
 print(f"plain model, {plain_costs.origin()}, after a {len(context)}-token context")
 print(f"target one-token step: {profile.target_step * 1e3:.2f} ms")
@@ -242,20 +242,19 @@ display(Image(filename=str(path)))
 #
 # `reference/model.py` computes `x @ w + b` and plain attention, as the article writes them.
 # Where OpenBLAS packs a whole weight matrix before a product with a few rows, a pass over
-# T = k + 1 positions costs several one-token passes. `specdec/fast_cpu.py` can compute the same
-# logits in other ways: products cut into blocks that OpenBLAS runs without packing (§1), or a
-# compiled loop (numba, where installed) that reads each weight once for every row while the
-# next weights load, attention with the long side of the product first, GELU without
-# temporaries, and the output layer in its stored layout; or the whole forward as one compiled
-# call, its rows one by one (the draft's step: NumPy's per-call overhead was nearly all of it)
-# or together (a verification pass); the bench and the demo use it. Same
-# weights, same numbers (checked below, on a verification-shaped pass). Whether a trick also
-# buys speed depends on the CPU, its kernels, the thread count, the shape, and where the
-# weights are when it runs (a model larger than the CPU's cache streams them from memory at
-# every pass), so `fast(model)` first times whole passes of the model, for every pass size it
-# serves, under each configuration of tricks (plain among them), and keeps the fastest for
-# each size (`specdec/fast_cpu_plan.py`). The cell prints what it kept on this machine, then
-# what the whole passes cost.
+# T = k + 1 positions costs several one-token passes. `specdec/fast_cpu/model.py` can compute the
+# same logits in other ways: products cut into blocks that OpenBLAS runs without packing (§1), or a
+# compiled loop (numba, where installed) that reads each weight once for every row while the next
+# weights load, attention with the long side of the product first, GELU without temporaries, and the
+# output layer in its stored layout; or the whole forward as one compiled call, its rows one by one
+# (the draft's step: NumPy's per-call overhead was nearly all of it) or together (a verification
+# pass); the bench and the demo use it. Same weights, same numbers (checked below, on a
+# verification-shaped pass). Whether a trick also buys speed depends on the CPU, its kernels, the
+# thread count, the shape, and where the weights are when it runs (a model larger than the CPU's
+# cache streams them from memory at every pass), so `fast(model)` first times whole passes of the
+# model, for every pass size it serves, under each configuration of tricks (plain among them), and
+# keeps the fastest for each size (`specdec/fast_cpu/plan.py`). The cell prints what it kept on this
+# machine, then what the whole passes cost.
 #
 # v(T) need not grow steadily with T. BLAS kernels work on a fixed number of rows at a time,
 # so a T that leaves a part-filled group costs nearly what the next full group costs. The
@@ -309,7 +308,7 @@ print(f"on this machine the fast path's mean v over T = 2..9 is {mean_v['fast pa
 # of this run. Each product of the pass then costs at least max(bytes / bandwidth,
 # FLOPs / FLOP rate) — the *roofline* of
 # [Williams, Waterman & Patterson, 2009](../docs/references.md#roofline2009);
-# `specdec/roofline.py` adds that up over the layers, with the two rates measured here.
+# `specdec/measure/roofline.py` adds that up over the layers, with the two rates measured here.
 #
 # A weight used by T rows gives T/2 FLOPs per byte read, and a CPU's FLOP rate is usually
 # several times its bandwidth in bytes, so for a few rows the bytes term wins and the floor is
@@ -318,7 +317,7 @@ print(f"on this machine the fast path's mean v over T = 2..9 is {mean_v['fast pa
 # are from it, is printed under the table. (The two rates and the passes are timed at
 # different moments; on a busy machine a pass can even come out below its floor.) What the
 # gap is made of, product by product, and which changes to the fast path closed part of it:
-# `python -m specdec.roofline` and docs/benchmarks.md, "The CPU limit".
+# `python -m specdec.measure.roofline` and docs/benchmarks.md, "The CPU limit".
 
 # %%
 rates = machine_rates(target)

@@ -50,7 +50,6 @@ from IPython.display import Image, display
 
 from reference import ModelDrafter, SamplingParams, generate, speculative_generate
 from reference.tokenizer import EOS, encode
-from specdec.bench import CODE_PROMPTS, timed
 from specdec.bundled import bundled_pair_available, load_bundled_pair
 from specdec.fast_cpu import fast
 from specdec.figures import (
@@ -60,8 +59,9 @@ from specdec.figures import (
     plot_token_fates,
 )
 from specdec.machine import describe_machine, use_blas_threads
+from specdec.measure.bench import CODE_PROMPTS, timed
+from specdec.measure.session_costs import session_costs
 from specdec.report import render_tokens, stats_table
-from specdec.session_costs import session_costs
 from specdec.standins import random_pair
 
 use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (specdec/machine.py)
@@ -146,12 +146,12 @@ display(Image(filename=str(path)))
 # t: time is counted in one-token target steps, plain decoding pays one per token, and a
 # round pays k·c + v(k+1) for its t tokens. This is Leviathan et al.'s speedup model with
 # their pass of cost 1 replaced by the measured v(k+1). We take c and v(5)
-# for the plain model used above and for the CPU fast path (`specdec/fast_cpu.py`, what the demo
-# and the bench run) from the session's one measurement (`specdec/session_costs.py`): the same
-# numbers notebook 01 printed, if it ran within the hour on this machine with the same
-# threads (each line says whether the numbers were measured now or reused). Then we time
-# both loops with each. One run each, so the measured ratios are rough; notebook 08 and
-# `specdec bench` measure properly.
+# for the plain model used above and for the CPU fast path (`specdec/fast_cpu/model.py`, what the
+# demo and the bench run) from the session's one measurement (`specdec/measure/session_costs.py`):
+# the same numbers notebook 01 printed, if it ran within the hour on this machine with the same
+# threads (each line says whether the numbers were measured now or reused). Then we time both loops
+# with each. One run each, so the measured ratios are rough; notebook 08 and `specdec bench` measure
+# properly.
 
 # %%
 tokens_per_round = result.stats.mean_tokens_per_round

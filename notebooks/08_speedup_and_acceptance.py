@@ -14,10 +14,10 @@
 # %% [markdown]
 # # 08 · How much faster? Acceptance, k and the speedup
 #
-# *Article §7 and §8. Code: `specdec/costs.py` (Leviathan's formulas), `specdec/session_costs.py`
-# (c and v, measured once per session), `specdec/bench.py` (`run_bench`, `CODE_PROMPTS`,
-# `held_out_code_prompts`). The full measurement: `specdec bench`, reported in
-# `docs/benchmarks.md`.*
+# *Article §7 and §8. Code: `specdec/costs.py` (Leviathan's formulas),
+# `specdec/measure/session_costs.py` (c and v, measured once per session),
+# `specdec/measure/bench.py` (`run_bench`, `CODE_PROMPTS`, `held_out_code_prompts`). The full
+# measurement: `specdec bench`, reported in `docs/benchmarks.md`.*
 #
 # If each draft is accepted with probability α, independently (the model of
 # [Leviathan et al., 2023](../docs/references.md#leviathan2023)), a round with k drafts emits
@@ -83,7 +83,6 @@ from IPython.display import Image, display
 
 from reference import ModelDrafter, SamplingParams, SpeculativeStats, speculative_generate
 from reference.tokenizer import EOS, decode, encode
-from specdec.bench import CODE_PROMPTS, held_out_code_prompts, run_bench
 from specdec.bundled import bundled_pair_available, load_bundled_pair
 from specdec.costs import expected_tokens_per_round, predicted_speedup
 from specdec.fast_cpu import fast
@@ -94,7 +93,8 @@ from specdec.figures import (
     plot_speedup_vs_k,
 )
 from specdec.machine import describe_machine, use_blas_threads
-from specdec.session_costs import session_costs
+from specdec.measure.bench import CODE_PROMPTS, held_out_code_prompts, run_bench
+from specdec.measure.session_costs import session_costs
 from specdec.standins import random_pair
 
 use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (specdec/machine.py)
@@ -107,7 +107,7 @@ target, draft = fast(target), fast(draft)  # the CPU fast path, as `specdec benc
 # ## 1. What the formula predicts
 #
 # First the costs on this machine (c and v), then the predicted speedup for a few values of
-# α. c and v come from the session's one measurement (`specdec/session_costs.py`): the fast
+# α. c and v come from the session's one measurement (`specdec/measure/session_costs.py`): the fast
 # path's numbers notebook 01 printed, if it ran within the hour on this machine with the same
 # BLAS threads; the line says whether they were measured now or reused. Note how the best k
 # grows with α (the cell checks it, for both cost models), and how a verification pass that
@@ -354,7 +354,8 @@ for t in (0.0, 0.8):
 # was trained on Python source only, so English prose is out of its domain for both models.
 # We measure α with k = 4 on held-out code (files the pair never saw, `held_out_code_prompts`)
 # and on six passages of ordinary English prose written for this notebook — not docstrings,
-# not the two short `TEXT_PROMPTS` of `specdec.bench`, which are too few to tell anything apart.
+# not the two short `TEXT_PROMPTS` of `specdec.measure.bench`, which are too few to tell anything
+# apart.
 
 # %%
 PROSE = [

@@ -17,11 +17,11 @@
 # *Article §10.2-10.3. Code: `reference/lookup.py` (`LookupDrafter`, `HybridDrafter`,
 # `lookup_continuation`, `match_end`), `reference/early_exit.py` (`EarlyExitDrafter`,
 # `SharedLayers.continue_in`), `reference/heads.py` (`HeadsDrafter`), `specdec/drafting.py`
-# (`make_drafter`), `specdec/bench.py` (`run_bench`, `COPY_PROMPTS`), `specdec/methods.py`.
-# Tests: `tests/unit/test_lookup.py`, `tests/unit/test_self_drafting.py`,
-# `tests/distribution/test_lookup_law.py`, `tests/distribution/test_self_drafting_law.py`.
-# Text: `docs/algorithm.md`, "Drafts without a second model" and "Drafts from the target
-# itself"; `docs/kv-cache.md`, "Early exit".*
+# (`make_drafter`), `specdec/measure/bench.py` (`run_bench`, `COPY_PROMPTS`),
+# `specdec/measure/methods.py`. Tests: `tests/unit/test_lookup.py`,
+# `tests/unit/test_self_drafting.py`, `tests/distribution/test_lookup_law.py`,
+# `tests/distribution/test_self_drafting_law.py`. Text: `docs/algorithm.md`, "Drafts without a
+# second model" and "Drafts from the target itself"; `docs/kv-cache.md`, "Early exit".*
 #
 # So far the drafts came from a second, smaller model (notebook 03). That model has to be
 # trained, loaded and run k times per round. But text often repeats itself: code uses the
@@ -76,7 +76,6 @@ from reference.sampling import GREEDY
 from reference.speculative import prefill, verification_pass
 from reference.tokenizer import decode, encode
 from reference.verification import verify_law
-from specdec.bench import COPY_PROMPTS, held_out_code_prompts, run_bench
 from specdec.bundled import (
     SELF_DRAFT_DIR,
     bundled_pair_available,
@@ -89,6 +88,7 @@ from specdec.drafting import EXIT_LAYER, make_drafter
 from specdec.fast_cpu import fast
 from specdec.figures.style import FATE_COLOURS, box, display_token, legend_patches, save
 from specdec.machine import describe_machine, use_blas_threads
+from specdec.measure.bench import COPY_PROMPTS, held_out_code_prompts, run_bench
 from specdec.standins import random_pair
 
 use_blas_threads()  # one BLAS thread unless $SPECDEC_BLAS_THREADS says otherwise
@@ -101,11 +101,11 @@ K = 7  # the longest draft of this notebook (the bench below also tries 3)
 # %% [markdown]
 # ## 1. One real match
 #
-# A copy-heavy prompt from `specdec.bench.COPY_PROMPTS`: a getter, a setter and another getter.
-# We let the target continue it greedily, then ask the lookup, at every point of that
-# continuation, what it would have proposed. Below is the point where the copy agreed
-# longest with what the target really wrote next — a best case, chosen on purpose to show
-# the mechanism (section 3 shows ordinary rounds).
+# A copy-heavy prompt from `specdec.measure.bench.COPY_PROMPTS`: a getter, a setter and another
+# getter. We let the target continue it greedily, then ask the lookup, at every point of that
+# continuation, what it would have proposed. Below is the point where the copy agreed longest with
+# what the target really wrote next — a best case, chosen on purpose to show the mechanism (section
+# 3 shows ordinary rounds).
 
 # %%
 prompt = encode(COPY_PROMPTS[3])

@@ -95,10 +95,10 @@ from specdec.figures import plot_tree, plot_tree_mask
 from specdec.figures.style import display_token, probability_text, save
 from specdec.figures.trees import tree_fates
 from specdec.machine import cache_sizes, describe_machine, mib, use_blas_threads
-from specdec.session_costs import session_costs
+from specdec.measure.session_costs import session_costs
+from specdec.measure.typical import FIGURE as TYPICAL_FIGURE
+from specdec.measure.typical import small_case_tv
 from specdec.standins import random_pair
-from specdec.typical import FIGURE as TYPICAL_FIGURE
-from specdec.typical import small_case_tv
 
 use_blas_threads()  # one BLAS thread unless $SPECDEC_BLAS_THREADS says otherwise
 print(describe_machine().line())  # the timing of section 5 is a fact about this machine
@@ -509,8 +509,8 @@ print(f"max |law of the 2nd token given child c - p(. | c)|  = {gap_second:.1e}"
 # acceptance"). We measure the drift on the tree of section 6, whose law we enumerated
 # exactly: the total variation (TV) between the law of the first emitted token and the
 # root's row p, for Medusa's ε = 0.09 (δ = √ε), against the exact walk. Then the law of 3
-# tokens on the small random cases of `specdec/typical.py` (V = 3, a top-2 × 2 tree, mean over
-# 20 cases), for three bars. (A set of its own: the means docs/algorithm.md quotes come from
+# tokens on the small random cases of `specdec/measure/typical.py` (V = 3, a top-2 × 2 tree, mean
+# over 20 cases), for three bars. (A set of its own: the means docs/algorithm.md quotes come from
 # the oracle's five cases of other shapes, and differ.)
 
 # %%
@@ -542,17 +542,17 @@ print("random tables, V = 3, a top-2 x 2 tree: the law of 3 tokens against the t
       "mean TV of 20 cases:")
 for rule, tv in tv_small.items():
     print(f"  TV, {rule:18} {tv:.3g}")
-if TYPICAL_FIGURE.is_file():  # measured by `python -m specdec.typical` (docs/benchmarks.md)
+if TYPICAL_FIGURE.is_file():  # measured by `python -m specdec.measure.typical` (docs/benchmarks.md)
     display(Image(filename=str(TYPICAL_FIGURE)))
 
 # %% [markdown]
 # On the real tree the typical rule's first token is the accepted candidate every time,
 # where the target would emit it with probability p(x): its TV is 1 − p(x) when a
 # candidate passes (0 when none does and the token is sampled from p). The exact walk's TV
-# is float64 rounding. The figure, measured by `python -m specdec.typical` on the bundled pair
-# (extra heads drafting a tree, T = 0.8; the machine it ran on is in docs/benchmarks.md),
-# shows what the drift buys: longer accepted paths, hence speed, bought with distance from
-# the target's law. The exact loop is its TV = 0 point.
+# is float64 rounding. The figure, measured by `python -m specdec.measure.typical` on the bundled
+# pair (extra heads drafting a tree, T = 0.8; the machine it ran on is in docs/benchmarks.md), shows
+# what the drift buys: longer accepted paths, hence speed, bought with distance from the target's
+# law. The exact loop is its TV = 0 point.
 
 # %% [markdown]
 # ## What this notebook claims, checked on this run

@@ -16,7 +16,7 @@
 #
 # *Article §7 (why speculative decoding uses the hardware better) and §8. Code: `gpu/`
 # (`gpu/device/backend.py`: `to_host`, `counting_transfers`; `gpu/verification.py`:
-# `decide`; `gpu/speculative.py`: `settle`), `specdec/gpu_bench.py`, `scripts/gpu_check.sh`.
+# `decide`; `gpu/speculative.py`: `settle`), `specdec/measure/gpu_bench.py`, `scripts/gpu_check.sh`.
 # Tests: `tests/twin/`, `make oracle-gpu`. Text: `docs/gpu.md`.*
 #
 # `gpu/` is a second implementation of the core, written for a GPU with CuPy. It is a
@@ -63,11 +63,11 @@ from gpu.device.backend import (
 from gpu.verification import decide
 from reference.sampling import GREEDY, SamplingParams
 from reference.tokenizer import decode, encode
-from specdec.bench import CODE_PROMPTS, held_out_code_prompts
 from specdec.bundled import bundled_pair_available, load_bundled_pair
 from specdec.figures.style import colour_for, save
-from specdec.gpu_bench import launch_model, launch_rows
 from specdec.machine import describe_machine, use_blas_threads
+from specdec.measure.bench import CODE_PROMPTS, held_out_code_prompts
+from specdec.measure.gpu_bench import launch_model, launch_rows
 from specdec.standins import random_pair
 
 use_blas_threads()  # the same BLAS threads in JupyterLab as in render.py (specdec/machine.py)
@@ -533,20 +533,20 @@ assert step.by_name["fused cached_attention"] == target.config.n_layer, (
 #
 # **What the device run records.** `scripts/gpu_check.sh` runs on a machine with an NVIDIA
 # GPU: the device-only tests (`pytest -m gpu`: the fused GELU against the plain function),
-# the twin's tests, the oracle grading the twin, and the bench `python -m specdec.gpu_bench`:
-# tokens/s of the twin's autoregressive and speculative loops, transfers per token, the
-# reference on the CPU, transformers' assisted generation on the same GPU, and the batched
-# twin's tokens/s at growing batch sizes. The bench writes its results as `gpu_bench.json`
+# the twin's tests, the oracle grading the twin, and the bench `python -m
+# specdec.measure.gpu_bench`: tokens/s of the twin's autoregressive and speculative loops, transfers
+# per token, the reference on the CPU, transformers' assisted generation on the same GPU, and the
+# batched twin's tokens/s at growing batch sizes. The bench writes its results as `gpu_bench.json`
 # (under `$OUT` in the script; `--out docs/gpu-results` puts them in the repository). When
-# `docs/gpu-results/gpu_bench.json` exists, the next cell prints and draws it with its date
-# and backend; until then it says what is pending.
+# `docs/gpu-results/gpu_bench.json` exists, the next cell prints and draws it with its date and
+# backend; until then it says what is pending.
 
 # %%
 RESULTS = ROOT / "docs" / "gpu-results" / "gpu_bench.json"
 
 
 def show_recorded(path: Path) -> None:
-    """Print and draw the device bench recorded in `path` (specdec/gpu_bench.py's JSON)."""
+    """Print and draw the device bench recorded in `path` (specdec/measure/gpu_bench.py's JSON)."""
     result = json.loads(path.read_text())
     s = result["settings"]
     print(f"recorded {result['date']} on {result['backend']}")
@@ -593,7 +593,7 @@ else:
     print("    bash scripts/gpu_check.sh preflight tests       # on a machine with an NVIDIA GPU:")
     print("    bash scripts/gpu_check.sh bench                 # each part fits one device call;")
     print("    bash scripts/gpu_check.sh oracle                # keep $OUT/gpu_bench.json")
-    print("    python -m specdec.gpu_bench --out docs/gpu-results  # the bench alone")
+    print("    python -m specdec.measure.gpu_bench --out docs/gpu-results  # the bench alone")
     print("Pending until then: tokens/s of the twin, batch scaling, what a launch and a host sync")
     print("cost there, CUDA graph capture, the twin vs transformers on the GPU.")
 

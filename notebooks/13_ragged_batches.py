@@ -61,12 +61,12 @@ from reference.batch import (
     speculative_generate_batch,
 )
 from reference.sampling import GREEDY
-from reference.speculative import Run
+from reference.speculative import Run, RunSetup
 from reference.tokenizer import EOS, encode
-from specdec.bench import CODE_PROMPTS
 from specdec.bundled import bundled_pair_available, load_bundled_pair
 from specdec.figures import plot_batch_acceptance, plot_batch_pass
 from specdec.machine import describe_machine, use_blas_threads
+from specdec.measure.bench import CODE_PROMPTS
 from specdec.report import quoted
 from specdec.standins import random_pair
 
@@ -96,12 +96,12 @@ def run_recorded(prompts, sampling, seed, max_new_tokens=MAX_NEW):
     the target's BatchKVCache as the loop left it)"""
     drafters = [ModelDrafter(draft) for _ in prompts]
     rng = np.random.default_rng(seed)
-    checked, k, max_new, eos, _ = check_batch_inputs(target, drafters, prompts, K,
-                                                     max_new_tokens, rng, sampling, EOS,
-                                                     None, None)
+    asked = RunSetup(k=K, max_new_tokens=max_new_tokens, rng=rng, sampling=sampling,
+                     eos_id=EOS)  # the loop's keywords, gathered as the loop gathers them
+    checked, setup = check_batch_inputs(target, drafters, prompts, asked)
     cache = new_batch_cache(target, len(checked))
     batched_prefill(target, cache, drafters, checked)
-    runs = [Run(prompt, k, max_new, eos, trace=False) for prompt in checked]  # one per row
+    runs = [Run.of(prompt, setup) for prompt in checked]  # one per row
     passes = []
     while not all(run.finished for run in runs):
         k_rounds = [None if run.finished else run.next_k() for run in runs]

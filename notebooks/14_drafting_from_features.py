@@ -146,13 +146,13 @@ from reference.sampling import GREEDY
 from reference.speculative import prefill
 from reference.tokenizer import decode
 from reference.tree import EagleTreeDrafter, tree_speculative_generate
-from specdec.bench import held_out_code_prompts
 from specdec.bundled import MODELS_DIR, load_bundled_pair
 from specdec.costs import measure_costs
 from specdec.drafting import make_drafter
 from specdec.fast_cpu import fast
 from specdec.figures.style import save
 from specdec.machine import describe_machine, use_blas_threads
+from specdec.measure.bench import held_out_code_prompts
 
 use_blas_threads()  # one BLAS thread unless $SPECDEC_BLAS_THREADS says otherwise
 print(describe_machine().line())  # the timings of section 6 are facts about this machine

@@ -32,8 +32,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from reference.autoregressive import check_eos, check_length_budget
-from reference.checks import as_token_array, check_clock, check_generator, check_positive_int
+from reference.autoregressive import check_length_budget
+from reference.checks import as_token_array, check_clock, check_positive_int
 from reference.drafters import (
     Draft,
     Drafter,
@@ -44,13 +44,14 @@ from reference.drafters import (
 from reference.kv_cache import KVCache, catch_up_tokens
 from reference.model import GPT, Placement, check_cache_fits
 from reference.records import CacheSpan, Round, SpeculativeResult
-from reference.sampling import SamplingParams, check_sampling, probabilities
+from reference.sampling import SamplingParams, probabilities
 from reference.speculative import (
     Run,
+    RunSetup,
     cache_span_start,
     check_draft,
-    check_verify_fn,
     plugin_verification,
+    run_keywords,
 )
 from reference.verification import Verification, verify_unchecked
 
@@ -523,21 +524,12 @@ def check_batch(target: GPT, drafters, prompts, max_new_tokens: int) -> list[np.
     return prompts
 
 
+@run_keywords
 def speculative_generate_batch(
-    target: GPT,
-    drafters: list[Drafter],
-    prompts,
-    *,
-    k: int,
-    max_new_tokens: int,
-    rng: np.random.Generator,
-    sampling: SamplingParams = SamplingParams(),
-    eos_id: int | None = None,
-    trace: bool = False,
-    verify_fn: Callable[..., Verification] | None = None,
-    clock=None,
+    target: GPT, drafters: list[Drafter], prompts, setup: RunSetup
 ) -> list[SpeculativeResult]:
-    """`speculative_generate` for B prompts at once: one result per prompt, in order.
+    """`speculative_generate` for B prompts at once, with its keywords (RunSetup's fields):
+    one result per prompt, in order.
 
     drafters[b] drafts for prompts[b] (one drafter per sequence: a drafter holds one
     sequence's state, e.g. ``[ModelDrafter(draft) for _ in prompts]``). Each round, every
@@ -553,14 +545,13 @@ def speculative_generate_batch(
     of one reproduces it token for token from the same seed. Each sequence's tokens follow
     the target's own law for its prompt, and sequences are independent of each other.
     """
-    prompts, k, max_new_tokens, eos_id, clock = check_batch_inputs(
-        target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
-    )
+    prompts, setup = check_batch_inputs(target, drafters, prompts, setup)
+    sampling, rng, verify_fn, clock = setup.sampling, setup.rng, setup.verify_fn, setup.clock
     clock.restart()
     cache = new_batch_cache(target, len(prompts))
     batched_prefill(target, cache, drafters, prompts)
     clock.mark("prefill")
-    runs = [Run(prompt, k, max_new_tokens, eos_id, trace) for prompt in prompts]
+    runs = [Run.of(prompt, setup) for prompt in prompts]
     while not all(run.finished for run in runs):  # a finished sequence drafts nothing: None
         k_rounds = [None if run.finished else run.next_k() for run in runs]
         contexts = [run.context for run in runs]
@@ -580,15 +571,9 @@ def record_rounds(runs: list[Run], rounds: list[Round | None], traced=None) -> N
 
 
 def check_batch_inputs(
-    target, drafters, prompts, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
-):
+    target, drafters, prompts, setup: RunSetup
+) -> tuple[list[np.ndarray], RunSetup]:
     # every check of `speculative_generate_batch`, before any drafter is reset
-    # -> (prompts as int64 arrays, k, max_new_tokens, eos_id, clock)
-    k = check_positive_int(k, "k")
-    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
-    check_generator(rng)
-    check_sampling(sampling)
-    eos_id = check_eos(eos_id, target.n_vocab)
-    prompts = check_batch(target, drafters, prompts, max_new_tokens)
-    check_verify_fn(verify_fn)
-    return prompts, k, max_new_tokens, eos_id, check_clock(clock)
+    # -> (prompts as int64 arrays, the checked setup)
+    setup = setup.checked(target.n_vocab)
+    return check_batch(target, drafters, prompts, setup.max_new_tokens), setup

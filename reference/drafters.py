@@ -285,7 +285,7 @@ class ModelDrafter(Drafter):
     ) -> int:
         # logits [V] (finite), out [V] -> one draft token x ~ q; out receives q, the row it was
         # drawn from (one uniform of rng, as sample_token spends). Its own method so that a
-        # faster computation of the same law can take its place (specdec/fast_cpu_draw.py);
+        # faster computation of the same law can take its place (specdec/fast_cpu/draw.py);
         # a subclass that replaces it must declare library_checked itself to stay trusted.
         return draw_token(logits, sampling, rng, out)
 

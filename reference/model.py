@@ -117,9 +117,9 @@ class GPT:
     Every pass -- a sequence, a tree of drafts, a ragged batch -- runs the one block below
     (`residual`); they differ only in their `Placement`. The four steps a block is made
     of are methods (`norm`, `linear`, `attend`, `activation`, plus `logits`) so that the
-    CPU fast path (specdec/fast_cpu.py) and the GPU twin (gpu/model.py) can replace how they are
-    computed without touching what they compute, for every kind of pass at once; here they
-    are the plain functions above.
+    CPU fast path (specdec/fast_cpu/model.py) and the GPU twin (gpu/model.py) can replace
+    how they are computed without touching what they compute, for every kind of pass at
+    once; here they are the plain functions above.
     """
 
     def __init__(self, config: GPTConfig, params: dict[str, np.ndarray]) -> None:

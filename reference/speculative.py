@@ -24,7 +24,10 @@ equals the target's own autoregressive law, for any k, drafter and sampling tran
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -70,9 +73,11 @@ __all__ = [
     "Round",
     "RoundTrace",
     "Run",
+    "RunSetup",
     "SpeculativeResult",
     "SpeculativeStats",
     "prefill",
+    "run_keywords",
     "speculative_generate",
     "speculative_round",
     "start_run",
@@ -266,28 +271,95 @@ def prefill(target: GPT, cache: KVCache, drafter: Drafter, prompt: np.ndarray) -
     drafter.prefill(prompt[:-1])
 
 
+# ---------------------------------------------------------------- what every loop is asked
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What a run is asked for besides its models and its prompt(s). Every loop -- a chain,
+    a tree, a ragged batch, and the GPU twin's three -- takes these same keywords; they are
+    written here once, `@run_keywords` gives them to each loop's signature, and
+    `checked` is their one set of checks."""
+
+    k: int | None = None  # drafts per round (a tree's depth); a tree loop's default: its drafter's
+    max_new_tokens: int | None = None  # the length limit: at most this many tokens emitted
+    rng: np.random.Generator | None = None  # every random choice of the run
+    sampling: SamplingParams = SamplingParams()  # the processing of both models' rows
+    eos_id: int | None = None  # stop once this token is emitted (None: length only)
+    trace: bool = False  # keep every round (a RoundTrace) in the result
+    verify_fn: Callable[..., Verification] | None = None  # another verify (a plug-in), or None
+    clock: object = None  # charged per stage (e.g. specdec.timing.StageClock), or None
+
+    def checked(self, n_vocab: int) -> RunSetup:
+        # every check of the keywords, before anything is written -> the setup with k and
+        # max_new_tokens as ints, eos_id checked against the vocabulary, a clock (NoClock
+        # for None)
+        check_generator(self.rng)
+        check_sampling(self.sampling)
+        check_verify_fn(self.verify_fn)
+        return replace(
+            self,
+            k=check_positive_int(self.k, "k"),
+            max_new_tokens=check_positive_int(self.max_new_tokens, "max_new_tokens"),
+            eos_id=check_eos(self.eos_id, n_vocab),
+            clock=check_clock(self.clock),
+        )
+
+
+RUN_KEYWORDS = ("k", "max_new_tokens", "rng")  # the keywords a loop requires unless it says
+
+
+def run_keywords(loop=None, *, required: tuple[str, ...] = RUN_KEYWORDS):
+    """`@run_keywords` on loop(target, drafter, prompt, setup: RunSetup): the public loop,
+    called as loop(target, drafter, prompt, k=..., max_new_tokens=..., rng=..., ...) with
+    RunSetup's fields as keyword-only arguments (`required` without a default). It only
+    gathers the keywords into `setup`; the loop checks them (`RunSetup.checked`).
+    `inspect.signature` and `help` show the keywords; `__wrapped__` is the loop itself."""
+
+    def wrap(loop):
+        positional = list(inspect.signature(loop).parameters.values())[:-1]
+        keywords = [
+            inspect.Parameter(
+                f.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=inspect.Parameter.empty if f.name in required else f.default,
+                annotation=f.type,
+            )
+            for f in fields(RunSetup)
+        ]
+        signature = inspect.Signature(positional + keywords)
+
+        @functools.wraps(loop)
+        def public(*args, **kwargs):
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as error:  # a missing or unknown keyword, named with the loop
+                raise TypeError(f"{loop.__name__}(): {error}") from None
+            bound.apply_defaults()
+            given = bound.arguments
+            setup = RunSetup(**{f.name: given[f.name] for f in fields(RunSetup)})
+            return loop(*(given[p.name] for p in positional), setup)
+
+        public.__signature__ = signature
+        return public
+
+    return wrap if loop is None else wrap(loop)
+
+
+@run_keywords
 def speculative_generate(
-    target: GPT,
-    drafter: Drafter,
-    prompt,
-    *,
-    k: int,
-    max_new_tokens: int,
-    rng: np.random.Generator,
-    sampling: SamplingParams = SamplingParams(),
-    eos_id: int | None = None,
-    trace: bool = False,
-    verify_fn: Callable[..., Verification] | None = None,
-    clock=None,
+    target: GPT, drafter: Drafter, prompt, setup: RunSetup
 ) -> SpeculativeResult:
-    # prompt [n] -> SpeculativeResult(tokens [<= max_new_tokens], stats, trace)
+    # prompt [n] -> SpeculativeResult(tokens [<= max_new_tokens], stats, trace), called with
+    # keywords: speculative_generate(target, drafter, prompt, k=4, max_new_tokens=64,
+    # rng=rng, sampling=..., eos_id=..., trace=..., verify_fn=..., clock=...), RunSetup's
+    # fields, which @run_keywords gathers into `setup`.
     # verify_fn: another implementation of `verify` to run inside the loop (the oracle's
     # plug-in point); None is the reference's. `clock` (e.g. specdec.timing.StageClock) is
     # charged "prefill", then per round "draft", "target", "verify" and "other".
-    prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
-        target, drafter, prompt, k, max_new_tokens, rng, sampling, eos_id, verify_fn, clock
-    )
-    cache, run = start_run(target, drafter, prompt, k, max_new_tokens, eos_id, trace, clock)
+    prompt, setup = check_loop_inputs(target, drafter, prompt, setup)
+    cache, run = start_run(target, drafter, prompt, setup)
+    sampling, rng, verify_fn, clock = setup.sampling, setup.rng, setup.verify_fn, setup.clock
     while not run.finished:  # one round per iteration, until EOS or the length limit
         rnd = speculative_round(
             target, cache, drafter, run.context, run.next_k(), sampling, rng, verify_fn, clock
@@ -298,43 +370,28 @@ def speculative_generate(
 
 
 def check_loop_inputs(
-    target,
-    drafter,
-    prompt,
-    k,
-    max_new_tokens,
-    rng,
-    sampling,
-    eos_id,
-    verify_fn,
-    clock,
-    required=CHAIN_PARTS,
-):
-    # every check of `speculative_generate`, before anything is written
-    # -> (prompt [n] int64, k, max_new_tokens, eos_id, clock); required: the drafter's parts
-    # the loop calls (a chain drafter's; a tree drafter's TREE_PARTS)
+    target, drafter, prompt, setup: RunSetup, required=CHAIN_PARTS
+) -> tuple[np.ndarray, RunSetup]:
+    # every check of a single-sequence loop, before anything is written -> (prompt [n]
+    # int64, the checked setup); required: the drafter's parts the loop calls (a chain
+    # drafter's; a tree drafter's TREE_PARTS)
     check_drafter(drafter, required)
     check_pair(target, drafter)
     prompt = as_token_array(prompt, target.n_vocab, "prompt")
-    k = check_positive_int(k, "k")
-    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
-    check_generator(rng)
-    check_sampling(sampling)
-    eos_id = check_eos(eos_id, target.n_vocab)
-    check_length_budget(len(prompt), max_new_tokens, target.config.n_ctx, "target")
-    check_length_budget(len(prompt), max_new_tokens, drafter.n_ctx, "drafter")
-    check_verify_fn(verify_fn)
-    return prompt, k, max_new_tokens, eos_id, check_clock(clock)
+    setup = setup.checked(target.n_vocab)
+    check_length_budget(len(prompt), setup.max_new_tokens, target.config.n_ctx, "target")
+    check_length_budget(len(prompt), setup.max_new_tokens, drafter.n_ctx, "drafter")
+    return prompt, setup
 
 
-def start_run(target: GPT, drafter: Drafter, prompt, k, max_new_tokens, eos_id, trace, clock):
+def start_run(target: GPT, drafter: Drafter, prompt, setup: RunSetup) -> tuple[KVCache, Run]:
     # prompt [n] -> (the target's cache, the sequence's Run): both models prefilled, timed as
     # "prefill"; what every single-sequence loop does before its first round
-    clock.restart()
+    setup.clock.restart()
     cache = target.new_cache()
     prefill(target, cache, drafter, prompt)
-    clock.mark("prefill")
-    return cache, Run(prompt, k, max_new_tokens, eos_id, trace)
+    setup.clock.mark("prefill")
+    return cache, Run.of(prompt, setup)
 
 
 def check_verify_fn(verify_fn) -> None:
@@ -359,11 +416,15 @@ class Run:
     Every loop keeps one per sequence -- a chain's, a tree's, each row of a batch, the GPU
     twin's -- and only the round it plays differs:
 
-        cache, run = start_run(target, drafter, prompt, k, max_new_tokens, eos_id, trace, clock)
+        cache, run = start_run(target, drafter, prompt, setup)
         while not run.finished:
             run.record(a_round(..., run.context, run.next_k(), ...))
         return run.result()
     """
+
+    @classmethod
+    def of(cls, prompt: np.ndarray, setup: RunSetup) -> Run:  # a sequence of a checked setup
+        return cls(prompt, setup.k, setup.max_new_tokens, setup.eos_id, setup.trace)
 
     def __init__(
         self, prompt: np.ndarray, k: int, max_new_tokens: int, eos_id: int | None, trace: bool

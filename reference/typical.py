@@ -35,8 +35,8 @@ Choices this file makes (and Medusa's, where they differ):
 The exact law of one such round (`typical_verify_tree_law`) is simple because the walk is
 deterministic given the tree and the rows: the path is fixed, and only the final token is
 random. The oracle (tests/distribution/test_typical_law.py) compares it with the target's
-own law and must reject it; specdec/typical.py measures how far it is from p against the speed
-it buys (docs/algorithm.md, "Typical acceptance").
+own law and must reject it; specdec/measure/typical.py measures how far it is from p
+against the speed it buys (docs/algorithm.md, "Typical acceptance").
 """
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ part_oracle() {
 part_bench() {
   local size=(--repeats 3)
   [ $dry = 1 ] && size=(--repeats 1 --n-prompts 1 --max-new-tokens 8 --ks 3 --batches 1,2)
-  step bench bench 390 "$PY" -m specdec.gpu_bench "${size[@]}" --out "$OUT"
+  step bench bench 390 "$PY" -m specdec.measure.gpu_bench "${size[@]}" --out "$OUT"
 }
 
 if [ $plan = 0 ]; then

@@ -55,7 +55,7 @@ ENTRY_GLOBS = (
     "tests/conftest.py",
     "tests/twin/*.py",
     "tests/distribution/*.py",
-    "specdec/gpu_bench.py",
+    "specdec/measure/gpu_bench.py",
     "scripts/specdec_oracle_scale.py",
 )
 LOCAL_ROOTS = {"gpu", "specdec", "reference", "tests", "scripts"}
@@ -318,12 +318,13 @@ def kernel_cases():
     )
     ln = (g, beta, 1e-5)
     yield ("fused_linear", lambda: fused.fused_linear(x, w, b, ln=ln, act="gelu", resid=res),
-           lambda: fused.linear_body(x, w, b, ln, "gelu", res), False)  # fmt: skip
+           lambda: fused.fused_linear.body(x, w, b, ln=ln, act="gelu", resid=res),
+           False)  # fmt: skip
     yield ("layer_norm_rows", lambda: fused.layer_norm_rows(x, g, beta, 1e-5),
            lambda: fused.layer_norm(x, g, beta, 1e-5), False)  # fmt: skip
     wte, wpe, tokens = dev(257, 64), dev(512, 64), to_device(rng.integers(0, 257, 6))
     yield ("embed_rows", lambda: fused.embed(wte, wpe, tokens, slice(9, 15)),
-           lambda: fused.embed_body(wte, wpe, tokens, slice(9, 15)), False)  # fmt: skip
+           lambda: fused.embed.body(wte, wpe, tokens, slice(9, 15)), False)  # fmt: skip
     cfg = GPTConfig(n_vocab=257, n_ctx=64, n_embd=384, n_head=6, n_layer=2)
     model = gpu.GPT(cfg, init_params(cfg, np.random.default_rng(0)))  # its config and attend
     caches = [KVCache(2, 6, 64, 64) for _ in range(2)]
@@ -331,7 +332,7 @@ def kernel_cases():
         cache.length = 20
     qkv, at = dev(6, 3 * 384), causal_placement(20, 6)
     yield ("cached_attention", lambda: fused.cached_attention(model, qkv, 1, caches[0], at),
-           lambda: fused.attention_body(model, qkv, 1, caches[1], at), False)  # fmt: skip
+           lambda: fused.cached_attention.body(model, qkv, 1, caches[1], at), False)  # fmt: skip
     logits = dev(4, 257, scale=3.0)
     u = to_device(rng.random(4))
     for params in (GREEDY, SamplingParams(temperature=0.8)):
@@ -339,13 +340,13 @@ def kernel_cases():
         yield (f"pick_rows ({'greedy' if params.greedy else 'T = 0.8'})",
                lambda p=params, o=picked[0]: (sampling.pick(logits, p, u, tokens=o), o)[1],
                lambda p=params, o=picked[1]:
-                   (sampling.pick_body(logits, p, u, None, o, None), o)[1],
+                   (sampling.pick.body(logits, p, u, tokens=o), o)[1],
                True)  # fmt: skip
     p = to_device(rng.dirichlet(np.ones(257), 6).astype(np.float32))
     q = to_device(rng.dirichlet(np.ones(257), 5).astype(np.float32))
     drafts, uniforms = to_device(rng.integers(0, 257, 5)), to_device(np.r_[0.0, rng.random(5)])
     yield ("decide_packed", lambda: verification.decide_packed(p, q, drafts, uniforms),
-           lambda: verification.decide_body(p, q, drafts, uniforms), True)  # fmt: skip
+           lambda: verification.decide_packed.body(p, q, drafts, uniforms), True)  # fmt: skip
 
 
 def model_gelu_on_host(x):
@@ -477,8 +478,8 @@ def import_problem(name: str) -> str | None:
 
 
 def data() -> None:
-    from specdec.bench import held_out_code_prompts
     from specdec.bundled import bundled_pair_available
+    from specdec.measure.bench import held_out_code_prompts
 
     if not bundled_pair_available():
         fail("the bundled pair", "models/target and models/draft are missing")

@@ -29,7 +29,7 @@ from reference.eagle import init_eagle_params
 from reference.tree import POINT
 from specdec.bundled import MODELS_DIR, SELF_DRAFT_DIR, load_exit_head, load_heads
 from specdec.fast_cpu import FastGPT
-from specdec.fast_cpu_draw import FastModelDrafter
+from specdec.fast_cpu.draw import FastModelDrafter
 
 DRAFTERS = (
     "model", "lookup", "hybrid", "early-exit", "heads", "lookup+heads", "tree", "tree-wide",
@@ -116,7 +116,7 @@ def make_drafter(
 
 def model_drafter(core, draft, min_confidence: float | None):
     # -> core.ModelDrafter(draft); for the reference with a fast-path draft model, the one
-    # whose sampled draws are one compiled call (the same law: specdec/fast_cpu_draw.py)
+    # whose sampled draws are one compiled call (the same law: specdec/fast_cpu/draw.py)
     if core.__name__ == "reference" and isinstance(draft, FastGPT):
         return FastModelDrafter(draft, min_confidence)
     return core.ModelDrafter(draft, min_confidence)
@@ -177,7 +177,7 @@ def eagle_drafter(core, target, eagle_dir, seed: int = 0):
 
 def on_the_targets_path(drafter, target):
     # An EAGLE block has the shapes of the target's blocks, so a target on the CPU fast path
-    # (specdec/fast_cpu.py) lends its measured plan to the block: the same tricks for the same
+    # (specdec/fast_cpu/model.py) lends its measured plan to the block: the same tricks for the same
     # products (the plain GELU alone costs ~0.1 ms a drafted token here). The block's cache
     # keeps its layout; the weights are laid out anew in the fast model, the drafter's
     # untouched. A twin or a plain target keeps the block as it is.

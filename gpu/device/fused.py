@@ -1,12 +1,14 @@
 """The twin's fused operations: each one kernel launch of kernels.cu on a device.
 
 No reference counterpart: these are how the twin computes what the reference computes in
-several NumPy calls. Each operation is a body (the plain xp composition: what runs in NumPy
-mode, bit for bit the unfused twin) and a plan (the kernel's grid, block and arguments):
-kernels.py decides which runs. A call beyond a kernel's limits (more than MAX_ROWS rows for
-a linear, a longer attention span, a sampling mode the kernel lacks, an output it cannot
-write in place) runs its body, unfused, wherever it is; a call with zero rows launches
-nothing (kernels.py `Plan.idle`).
+several NumPy calls. Each operation is a function whose lines are its body (the plain xp
+composition: what runs in NumPy mode, bit for bit the unfused twin), with `@fused(plan)`
+above it naming its plan (the kernel's grid, block and arguments): kernels.py
+`FusedOperation` decides which runs. A call beyond a kernel's limits (the decorator's
+`fits`: more than MAX_ROWS rows for a linear, a sampling mode the kernel lacks; or a plan's
+`KernelCannot`: an output it cannot write in place) runs its body, unfused, wherever it is
+(a longer attention span: gpu/model.py asks `attention_fits` first); a call with zero rows
+launches nothing (kernels.py `Plan.idle`).
 
     embed            x = wte[tokens] + wpe[positions]                               1 launch
     layer_norm_rows  LN(x)                                                          1
@@ -17,10 +19,11 @@ nothing (kernels.py `Plan.idle`).
                      temperature), with a finiteness flag                           1
     decide_packed    the verification of a round, packed for its one transfer        1
 
-The model's four (their bodies: layers.py and the reference's attention) are whole here.
-The last two fuse the twin's sampling and verification: their plans are here, and their
-bodies and entry points (`pick`, `decide_packed`) sit with the code they fuse, in
-gpu/sampling.py and gpu/verification.py, which import this module (never the other way).
+The model's four are whole here (their bodies call layers.py and the reference's
+attention). The last two fuse the twin's sampling and verification: their plans are here,
+and the operations themselves (`pick`, `decide_packed`: their bodies) sit with the code they
+fuse, in gpu/sampling.py and gpu/verification.py, which import this module (never the other
+way).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import numpy as np
 
 from gpu.device.backend import xp
 from gpu.device.graphs import current_slot
-from gpu.device.kernels import MAX_HS, MAX_ROWS, MAX_S, KernelCannot, Plan, run_fused
+from gpu.device.kernels import MAX_HS, MAX_ROWS, MAX_S, KernelCannot, Plan, fused
 from gpu.device.layers import gelu, layer_norm, split_heads
 from reference import model as reference_model
 
@@ -118,11 +121,6 @@ def linear_parts(C_in: int, N: int) -> int:
 # ---------------------------------------------------------------- embed
 
 
-def embed_body(wte, wpe, tokens, positions):
-    # tokens [R] ids, positions a slice or ids [R] -> x [R, C]
-    return wte[tokens] + wpe[positions]
-
-
 def embed_plan(wte, wpe, tokens, positions) -> Plan:
     tokens = contiguous(tokens, np.int64)
     R, C = tokens.shape[0], wte.shape[1]
@@ -141,11 +139,15 @@ def embed_plan(wte, wpe, tokens, positions) -> Plan:
     return Plan("embed_rows", (R,), (128,), args, x)
 
 
+def embed_fits(wte, wpe, tokens, positions) -> bool:
+    return tokens.ndim == 1  # a batch's [B, T]: the body
+
+
+@fused(embed_plan, kernel="embed_rows", fits=embed_fits)
 def embed(wte, wpe, tokens, positions):
-    # tokens [R] (device) -> x [R, C]: token + position embeddings
-    if tokens.ndim != 1:  # a batch's [B, T]: the body
-        return embed_body(wte, wpe, tokens, positions)
-    return run_fused("embed_rows", embed_body, embed_plan, wte, wpe, tokens, positions)
+    # tokens [R] ids (device), positions a slice or ids [R] -> x [R, C]: token + position
+    # embeddings
+    return wte[tokens] + wpe[positions]
 
 
 # ---------------------------------------------------------------- layer_norm_rows
@@ -158,24 +160,16 @@ def layer_norm_plan(x, g, b, eps: float) -> Plan:
     return Plan("layer_norm_rows", (R,), (128,), (x, i32(C), g, b, f32(eps), out), out)
 
 
+def rows_fit(x, *args, **kwargs) -> bool:
+    return x.ndim == 2  # rows [R, C]: anything else runs the body
+
+
+@fused(layer_norm_plan, fits=rows_fit)
 def layer_norm_rows(x, g, b, eps: float):  # [R, C] -> [R, C]
-    if x.ndim != 2:
-        return layer_norm(x, g, b, eps)
-    return run_fused("layer_norm_rows", layer_norm, layer_norm_plan, x, g, b, eps)
+    return layer_norm(x, g, b, eps)
 
 
 # ---------------------------------------------------------------- fused_linear
-
-
-def linear_body(x, w, bias=None, ln=None, act=None, resid=None, w_rows=None):
-    # x [R, C_in] -> act(LN(x) @ w + bias) + resid [R, N], the plain way (w_rows: unused here)
-    h = x if ln is None else layer_norm(x, *ln)
-    y = h @ w
-    if bias is not None:
-        y = y + bias
-    if act == "gelu":
-        y = gelu(y)
-    return y if resid is None else resid + y
 
 
 def linear_plan(x, w, bias=None, ln=None, act=None, resid=None, w_rows=None) -> Plan:
@@ -202,18 +196,25 @@ def linear_plan(x, w, bias=None, ln=None, act=None, resid=None, w_rows=None) -> 
     return Plan("fused_linear", grid, block, args, out, rows=R)  # grid: columns x parts
 
 
+def linear_fits(x, *args, **kwargs) -> bool:
+    return x.ndim == 2 and x.shape[0] <= MAX_ROWS  # the kernel's rows, at most
+
+
+@fused(linear_plan, fits=linear_fits)
 def fused_linear(x, w, bias=None, *, ln=None, act=None, resid=None, w_rows=None):
     """x [R, C_in] -> act(LN(x) @ w + bias) + resid, [R, N], in one launch for R <= MAX_ROWS.
 
     ln = (g, b, eps) or None; act = "gelu" or None; resid [R, N] or None. w may be a view
     (the tied output layer's wte.T); w_rows is then its row-major copy [C_in, N], which the
-    kernel reads (the body keeps computing with w, so NumPy mode stays bit for bit)."""
-    if x.ndim != 2 or x.shape[0] > MAX_ROWS:
-        return linear_body(x, w, bias, ln, act, resid)
-    return run_fused(
-        "fused_linear", linear_body, linear_plan, x, w, bias, ln=ln, act=act, resid=resid,
-        w_rows=w_rows,
-    )  # fmt: skip
+    kernel reads (this body, the plain way, keeps computing with w, so NumPy mode stays bit
+    for bit)."""
+    h = x if ln is None else layer_norm(x, *ln)
+    y = h @ w
+    if bias is not None:
+        y = y + bias
+    if act == "gelu":
+        y = gelu(y)
+    return y if resid is None else resid + y
 
 
 # ---------------------------------------------------------------- cached_attention
@@ -238,12 +239,6 @@ ATTENTION_POSITIONS = 128  # positions of a part, at most (at the largest span t
 def span_parts(span: int) -> int:
     # P, the blocks a head's positions are split over: 1 .. MAX_PARTS
     return parts(span, ATTENTION_POSITIONS)
-
-
-def attention_body(model, qkv, layer: int, cache, at):
-    # qkv [R, 3C] -> [R, C]: the reference's own steps (split into heads, the temporary
-    # write, attention over the history and the new positions, merge), with the twin's xp
-    return reference_model.GPT.multi_head_attention(model, qkv, layer, cache, at)
 
 
 def attention_plan(model, qkv, layer: int, cache, at) -> Plan:
@@ -275,17 +270,23 @@ def attention_plan(model, qkv, layer: int, cache, at) -> Plan:
     return Plan("cached_attention", (n_head * P, T, B), (128,), args, out)
 
 
-def cached_attention(model, qkv, layer: int, cache, at):
-    """qkv [R, 3C] of the new positions `at` places -> [R, C], heads merged: the K/V write
-    and the attention of every head in one launch, for a sequence's, a tree's or a ragged
-    batch's pass. The cache's own checks run first (nothing is written on bad input)."""
+def attention_checked(model, qkv, layer: int, cache, at) -> bool:
+    # the cache's own checks, before the kernel or the body writes anything (they raise on
+    # bad input); every call fits then (gpu/model.py asked `attention_fits` already)
     if cache is not None and len(at.shape) == 1:
         C = qkv.shape[-1] // 3
         k = split_heads(qkv[..., C : 2 * C], model.config.n_head)  # views: what the check reads
         cache.check_slots(layer, int(at.start[0]), k, k)
-    return run_fused(
-        "cached_attention", attention_body, attention_plan, model, qkv, layer, cache, at
-    )
+    return True
+
+
+@fused(attention_plan, fits=attention_checked)
+def cached_attention(model, qkv, layer: int, cache, at):
+    """qkv [R, 3C] of the new positions `at` places -> [R, C], heads merged: the K/V write
+    and the attention of every head in one launch, for a sequence's, a tree's or a ragged
+    batch's pass. This body: the reference's own steps (split into heads, the temporary
+    write, attention over the history and the new positions, merge), with the twin's xp."""
+    return reference_model.GPT.multi_head_attention(model, qkv, layer, cache, at)
 
 
 # ---------------------------------------------------------------- pick
@@ -297,8 +298,8 @@ def pick_fits(params) -> bool:
     return params.greedy or (params.top_k is None and params.top_p >= 1.0)
 
 
-def pick_plan(logits, params, u, probs, tokens, finite) -> Plan:
-    # the kernel of gpu.sampling.pick (its entry point and body are there)
+def pick_plan(logits, params, u=None, probs=None, tokens=None, finite=None) -> Plan:
+    # the kernel of gpu.sampling.pick (the operation and its body are there)
     logits = contiguous(logits, np.float32)
     R, V = logits.shape
     u_array = None if u is None or isinstance(u, float) else contiguous(u, np.float64)
@@ -331,7 +332,7 @@ def pick_plan(logits, params, u, probs, tokens, finite) -> Plan:
 
 
 def decide_plan(p, q, tokens, u) -> Plan:
-    # the kernel of gpu.verification.decide_packed (its entry point and body are there)
+    # the kernel of gpu.verification.decide_packed (the operation and its body are there)
     k, V = q.shape
     out = xp.empty(k + 3, dtype=np.int64)
     p, q = contiguous(p, np.float32), contiguous(q, np.float32)

@@ -15,7 +15,7 @@ weights, the cache, the round's buffers (allocated once by the caller), and each
 output, allocated during the capture and kept alive by the graph (`calls`) so that no
 other array ever takes its memory.
 
-What may run inside a capture: fused kernels (gpu/device/kernels.py `run_fused`), nothing
+What may run inside a capture: fused kernels (gpu/device/kernels.py `FusedOperation`), nothing
 else -- no cuBLAS (CuPy refuses it in a capture), no allocation outside a kernel's plan, no
 host sync, no host -> device copy. Where it runs:
 

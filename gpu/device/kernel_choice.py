@@ -4,11 +4,11 @@ No reference counterpart: the reference has no kernels. A fused kernel (kernels.
 a body of several xp calls (cuBLAS's matmul among them) by one launch; whether that is
 faster depends on the device, the shape and the row count: at one row a launch saved is
 most of the cost, at sixteen rows of a wide linear cuBLAS's tiles may win. So, as the CPU
-fast path chooses its tricks by timing them (specdec/fast_cpu_plan.py), the preflight
+fast path chooses its tricks by timing them (specdec/fast_cpu/plan.py), the preflight
 times each fused call the twin's loops make against its body, shape by shape, and keeps the
-faster: `measure_choices` fills `kernels.Choices.body_faster`, which `run_fused` reads at
-every call (a call inside a graph's capture always runs its kernel: a body's cuBLAS cannot
-be captured).
+faster: `measure_choices` fills `kernels.Choices.body_faster`, which every fused operation
+(`kernels.FusedOperation`) reads at every call (a call inside a graph's capture always runs
+its kernel: a body's cuBLAS cannot be captured).
 
 The calls to time are those of a real run (the preflight's: the twin's autoregressive and
 speculative loops), each (kernel, shapes) -- `kernels.plan_shape`, the shapes of the arrays

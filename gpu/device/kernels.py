@@ -1,19 +1,21 @@
 """How a fused kernel of kernels.cu is run: compiled on a device, counted on the stand-in,
 its NumPy body otherwise; and whether the kernels are on.
 
-No reference counterpart: the reference has no kernels. Every fused operation (fused.py here;
-`pick` in gpu/sampling.py, `decide_packed` in gpu/verification.py) has two halves that
-compute the same thing:
+No reference counterpart: the reference has no kernels. A fused operation is a function
+written as its body, with `@fused(plan)` above it (the model's four in fused.py, `pick_rows`
+in gpu/sampling.py, `decide_packed` in gpu/verification.py), so a reader finds both halves,
+and the kernel, from the name that is called:
 
-* a **body**: the plain xp composition (what gpu/model.py computed before the kernels), run
-  in NumPy mode -- so NumPy-mode results are bit for bit those of the unfused twin -- and on
-  the stand-in, where the whole call counts as ONE launch (`fused <name>`), which is what the
-  kernel costs on a device;
-* a **plan**: the CUDA kernel's grid, block and argument list (output arrays allocated),
-  launched by `cupy.RawModule` on a device, and run on the CPU by the tests' emulator
+* the **body**: the function's own lines, the plain xp composition (what gpu/model.py
+  computed before the kernels), run in NumPy mode -- so NumPy-mode results are bit for bit
+  those of the unfused twin -- and on the stand-in, where the whole call counts as ONE
+  launch (`fused <name>`), which is what the kernel costs on a device;
+* the **plan** the decorator names: the CUDA kernel's grid, block and argument list (output
+  arrays allocated), launched on a device as the kernels.cu function of the operation's
+  name (`cupy.RawModule`, fetched once), and run on the CPU by the tests' emulator
   (tests/twin/cuda_emulator.py) against the body.
 
-Whether the kernels are on is `kernels_on()`, read at every fused call (`run_fused`) and by
+Whether the kernels are on is `kernels_on()`, read at every fused call (`FusedOperation`) and by
 anything that prepares for a kernel (the model's row-major output weights): never kept, so
 turning the kernels off (or on, in the tests' emulator) between two calls of one model
 takes effect at the next call, all of it. `SPECDEC_GPU_FUSED=0` turns them off on a device
@@ -135,7 +137,7 @@ def kernels_off(why: str):
 
 @dataclass
 class FusedCall:
-    """One fused call as `run_fused` made it: the kernel's plan, and the body with the call's
+    """One fused call as a FusedOperation made it: the kernel's plan, and the body with the call's
     arguments (a graph replays the plan; the preflight times the plan against the body)."""
 
     plan: Plan
@@ -178,39 +180,76 @@ class Choices:
     body_faster: set = set()
 
 
-def run_fused(name: str, body: Callable, plan: Callable, *args, **kwargs):
-    """One fused operation: `body(*args, **kwargs)` in NumPy mode (or with the kernels off),
-    one counted launch of it on the stand-in, the kernel `plan(*args, **kwargs)` describes on
-    a device -- unless the plan has nothing to compute (`Plan.idle`: its empty outputs, what
+class FusedOperation:
+    """A fused operation: `@fused(plan)` on its body makes one (below). Called with the body's
+    arguments, it runs the body in NumPy mode (or with the kernels off), one counted launch
+    of it on the stand-in (`fused <kernel>`), and on a device the kernel `plan(...)`
+    describes -- unless the plan has nothing to compute (`Plan.idle`: its empty outputs, what
     the body returns too, and no launch) or refuses the call's outputs (`KernelCannot`: the
-    body, on the device)."""
-    if counting.state.active:
-        counting.state.quiet += 1
+    body, on the device). A call `fits` refuses runs the body, unfused, wherever it is.
+
+    `.body` (also `__wrapped__`) is the body, `.plan` the plan, `.kernel` the name of the
+    kernels.cu function, fetched from the compiled module at its first launch and kept."""
+
+    def __init__(self, body: Callable, plan: Callable, kernel: str, fits: Callable | None):
+        functools.update_wrapper(self, body)
+        self.body, self.plan, self.kernel, self.fits = body, plan, kernel, fits
+        self.launches_in: object = None  # the module `function` was fetched from
+        self.function: Callable | None = None
+
+    def __repr__(self) -> str:
+        return f"<fused operation {self.__name__}: kernel {self.kernel}>"
+
+    def kernel_function(self, module) -> Callable:
+        # the kernel of `module`, fetched once (a fresh module, as the tests' emulator makes
+        # at each call, is asked again)
+        if module is not self.launches_in:
+            self.function, self.launches_in = module.get_function(self.kernel), module
+        return self.function
+
+    def __call__(self, *args, **kwargs):
+        body = self.body
+        if self.fits is not None and not self.fits(*args, **kwargs):
+            return body(*args, **kwargs)  # beyond the kernel's limits: unfused, op by op
+        if counting.state.active:
+            counting.state.quiet += 1
+            try:
+                result = body(*args, **kwargs)
+            finally:
+                counting.state.quiet -= 1
+            if result.size:  # an empty result was computed from nothing: no launch (Plan.idle)
+                counting.state.launch(f"fused {self.kernel}")
+            return result
+        if not kernels_on():
+            return body(*args, **kwargs)
         try:
-            result = body(*args, **kwargs)
-        finally:
-            counting.state.quiet -= 1
-        if result.size:  # an empty result was computed from nothing: no launch, as Plan.idle
-            counting.state.launch(f"fused {name}")
-        return result
-    if not kernels_on():
-        return body(*args, **kwargs)
-    try:
-        module = compiled_module()
-    except Exception as error:  # NVRTC's message: kept for kernel_state(), bodies from now on
-        turn_off(f"compile failed: {type(error).__name__}: {str(error).strip()[:300]}")
-        return body(*args, **kwargs)
-    try:
-        p = plan(*args, **kwargs)
-    except KernelCannot:  # an output the kernel cannot write in place: the body writes it
-        return body(*args, **kwargs)
-    if p.idle():  # zero rows or positions: the outputs are empty already, nothing to launch
-        return p.result
-    if Recording.calls is not None:  # a graph's capture (its outputs kept with it), a measure
-        Recording.calls.append(FusedCall(p, body, args, kwargs))
-        if not Recording.launch:
+            module = compiled_module()
+        except Exception as error:  # NVRTC's message: kept for kernel_state(), bodies from now
+            turn_off(f"compile failed: {type(error).__name__}: {str(error).strip()[:300]}")
+            return body(*args, **kwargs)
+        try:
+            p = self.plan(*args, **kwargs)
+        except KernelCannot:  # an output the kernel cannot write in place: the body writes it
+            return body(*args, **kwargs)
+        if p.idle():  # zero rows or positions: the outputs are empty already, nothing to launch
             return p.result
-    elif plan_shape(p) in Choices.body_faster:  # measured: the body is faster at this shape
-        return body(*args, **kwargs)  # (never in a capture: a body's cuBLAS cannot be held)
-    module.get_function(p.name)(p.grid, p.block, p.args)
-    return p.result
+        if Recording.calls is not None:  # a graph's capture (its outputs kept with it), a measure
+            Recording.calls.append(FusedCall(p, body, args, kwargs))
+            if not Recording.launch:
+                return p.result
+        elif plan_shape(p) in Choices.body_faster:  # measured: the body is faster at this shape
+            return body(*args, **kwargs)  # (never in a capture: a body's cuBLAS cannot be held)
+        self.kernel_function(module)(p.grid, p.block, p.args)
+        return p.result
+
+
+def fused(plan: Callable, kernel: str | None = None, fits: Callable[..., bool] | None = None):
+    """`@fused(plan)` over a body `def name(...)`: `name` becomes the fused operation (a
+    FusedOperation) whose kernel is kernels.cu's `name` (or `kernel`), launched as
+    `plan(...)` describes, with the body's own arguments. `fits(...)` -> False: a call
+    beyond the kernel's limits, which runs the body."""
+
+    def operation(body: Callable) -> FusedOperation:
+        return FusedOperation(body, plan, kernel or body.__name__, fits)
+
+    return operation

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -20,7 +20,13 @@ from reference.kv_cache import KVCache
 from reference.model import GPT
 from reference.records import CacheSpan, Round, SpeculativeResult
 from reference.sampling import SamplingParams
-from reference.speculative import check_loop_inputs, scored_rows, start_run
+from reference.speculative import (
+    RunSetup,
+    check_loop_inputs,
+    run_keywords,
+    scored_rows,
+    start_run,
+)
 from reference.tree.compaction import compact, kept_slots
 from reference.tree.drafters import TREE_PARTS
 from reference.tree.forward import target_room, tree_pass_features
@@ -147,42 +153,20 @@ def tree_round(
     )
 
 
-def tree_speculative_generate(
-    target: GPT,
-    drafter,
-    prompt,
-    *,
-    max_new_tokens: int,
-    rng: np.random.Generator,
-    k: int | None = None,
-    sampling: SamplingParams = SamplingParams(),
-    eos_id: int | None = None,
-    trace: bool = False,
-    clock=None,
-    verify_fn=None,
-) -> SpeculativeResult:
-    # prompt [n] -> SpeculativeResult; k = the depth the trees are cut at (default and at
-    # most: the drafter's own depth, so the statistics never count depths no tree has);
-    # verify_fn: another tree rule for every round (tree_round), None = the exact one.
+@run_keywords(required=("max_new_tokens", "rng"))
+def tree_speculative_generate(target: GPT, drafter, prompt, setup: RunSetup) -> SpeculativeResult:
+    # prompt [n] -> SpeculativeResult, called with the chain's keywords (RunSetup's fields);
+    # k = the depth the trees are cut at (default and at most: the drafter's own depth, so
+    # the statistics never count depths no tree has); verify_fn: another tree rule for
+    # every round (tree_round), None = the exact one.
     # The chain's loop with tree_round: the same prefill, stop rules, statistics (per
     # depth, as a chain's per position, plus the nodes verified: see SpeculativeStats) and
     # trace (the accepted path of each round), all kept by `Run`.
-    k = drafter.depth if k is None else k
-    prompt, k, max_new_tokens, eos_id, clock = check_loop_inputs(
-        target,
-        drafter,
-        prompt,
-        k,
-        max_new_tokens,
-        rng,
-        sampling,
-        eos_id,
-        verify_fn,
-        clock,
-        required=TREE_PARTS,
-    )
-    k = min(k, drafter.depth)
-    cache, run = start_run(target, drafter, prompt, k, max_new_tokens, eos_id, trace, clock)
+    setup = replace(setup, k=drafter.depth) if setup.k is None else setup
+    prompt, setup = check_loop_inputs(target, drafter, prompt, setup, required=TREE_PARTS)
+    setup = replace(setup, k=min(setup.k, drafter.depth))
+    cache, run = start_run(target, drafter, prompt, setup)
+    sampling, rng, verify_fn, clock = setup.sampling, setup.rng, setup.verify_fn, setup.clock
     while not run.finished:
         rnd = tree_round(
             target, cache, drafter, run.context, run.next_k(), sampling, rng, verify_fn, clock

@@ -1,6 +1,6 @@
 """`specdec bench`: autoregressive vs speculative, swept over k and T, written as it is
 measured (bench.md, bench.json, figures); several drafters make the method table
-(specdec/cli/methods.py), --backend gpu the twin's benchmark (specdec/gpu_bench.py)."""
+(specdec/cli/methods.py), --backend gpu the twin's benchmark (specdec/measure/gpu_bench.py)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,6 @@ import numpy as np
 
 from reference.sampling import SamplingParams
 from reference.weights import save_gpt2
-from specdec.bench import (
-    BenchReport,
-    json_report,
-    markdown_report,
-    run_bench,
-    run_transformers_rows,
-)
 from specdec.cli.inputs import (
     bench_prompts,
     checkpoint_dirs,
@@ -43,8 +36,15 @@ from specdec.costs import measure_costs
 from specdec.drafting import TREE_DRAFTERS, TREE_WIDTHS
 from specdec.fast_cpu import fast
 from specdec.machine import describe_machine
-from specdec.methods import parse_drafters
-from specdec.roofline import floor_seconds, machine_rates, rates_words
+from specdec.measure.bench import (
+    BenchReport,
+    json_report,
+    markdown_report,
+    run_bench,
+    run_transformers_rows,
+)
+from specdec.measure.methods import parse_drafters
+from specdec.measure.roofline import floor_seconds, machine_rates, rates_words
 
 
 def add_parser(sub) -> None:
@@ -98,7 +98,7 @@ def cmd_bench(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.plain:
         target, draft, source = plain_target, plain_draft, source + ", plain model"
-    else:  # each trick kept only where it measured faster here (specdec/fast_cpu_plan.py)
+    else:  # each trick kept only where it measured faster here (specdec/fast_cpu/plan.py)
         target, draft = fast(plain_target), fast(plain_draft)
         source += ", CPU fast path (docs/fast-path.md)"
     print(f"models: {source}")
@@ -177,8 +177,8 @@ def cmd_bench(args) -> int:
 
 
 def cmd_bench_gpu(args) -> int:
-    # the twin's benchmark (specdec/gpu_bench.py): batch 1 over k, batch scaling, transfers
-    from specdec import gpu_bench  # lazy: it imports the twin, so CuPy and a CUDA device
+    # the twin's benchmark (specdec/measure/gpu_bench.py): batch 1 over k, batch scaling, transfers
+    from specdec.measure import gpu_bench  # lazy: it imports the twin, so CuPy and a CUDA device
 
     gpu_argv = [
         "--repeats",

@@ -9,8 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from reference.sampling import SamplingParams
-from specdec.bench import AR_DECODE, SPEC_DECODE
-from specdec.choose_k import choose_k
 from specdec.cli.inputs import backend_core, eagle_dir, load_pair, load_plain_pair, self_draft_dir
 from specdec.cli.options import (
     HelpWithDefaults,
@@ -29,6 +27,8 @@ from specdec.drafting import (
     make_drafter,
 )
 from specdec.machine import describe_machine
+from specdec.measure.bench import AR_DECODE, SPEC_DECODE
+from specdec.measure.choose_k import choose_k
 from specdec.report import (
     COLOUR_LEGEND,
     MARKS_LEGEND,
@@ -198,7 +198,7 @@ def cmd_demo(args) -> int:
 def demo_k(args, target, draft, prompt, sampling) -> tuple[int, str]:
     # -> (k, a line saying where it came from, or "" when the user gave it). Without -k the
     # draft-model drafter on the CPU gets the k this machine's costs predict best
-    # (specdec/choose_k.py): a fixed k loses on CPUs whose kernels make long passes dear.
+    # (specdec/measure/choose_k.py): a fixed k loses on CPUs whose kernels make long passes dear.
     if args.k is not None:
         return args.k, ""
     if drafter_is_tree(args):  # -k was refused: the depth comes from the shape

@@ -13,11 +13,11 @@ import numpy as np
 import reference
 from reference.eagle import FILES as EAGLE_FILES
 from reference.model import GPT
-from specdec.bench import CODE_PROMPTS, COPY_PROMPTS, TEXT_PROMPTS, held_out_code_prompts
 from specdec.bundled import MODELS_DIR as BUNDLED
 from specdec.bundled import bundled_pair_available
 from specdec.drafting import EAGLE_DIR, EAGLE_DRAFTERS, RANDOM_EAGLE, TRAIN_EAGLE
 from specdec.fast_cpu import fast
+from specdec.measure.bench import CODE_PROMPTS, COPY_PROMPTS, TEXT_PROMPTS, held_out_code_prompts
 from specdec.standins import random_pair
 from specdec.text import ByteTokenizer, load_text_pair
 
@@ -116,10 +116,9 @@ def backend_core(args):
     # -> (the core module the loops come from, a line naming where they run)
     if args.backend == "gpu":
         # the twin's import loads CuPy and asks for a CUDA device: only --backend gpu pays it
-        import gpu  # lazy: CuPy and a CUDA device (above)
-        from gpu.device.backend import backend_name  # lazy: CuPy and a CUDA device (above)
+        import gpu.device.backend  # lazy: CuPy and a CUDA device (above); binds `gpu` too
 
-        return gpu, f"gpu twin: {backend_name()}"
+        return gpu, f"gpu twin: {gpu.device.backend.backend_name()}"
     return reference, "reference: NumPy on the CPU"
 
 

@@ -1,5 +1,5 @@
 """`specdec bench --drafter a,b,...` (or `all`): the method table, every drafter measured
-against one autoregressive baseline per prompt set (specdec/methods.py runs it)."""
+against one autoregressive baseline per prompt set (specdec/measure/methods.py runs it)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from specdec.cli.inputs import bench_prompts, eagle_dir, load_pair, self_draft_d
 from specdec.cli.options import parse_list, prompt_set_names, write_atomically
 from specdec.costs import measure_costs
 from specdec.machine import describe_machine
-from specdec.methods import METHOD_KS, methods_markdown, parse_drafters, run_methods
+from specdec.measure.methods import METHOD_KS, methods_markdown, parse_drafters, run_methods
 
 
 def cmd_methods(args) -> int:

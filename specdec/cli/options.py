@@ -57,7 +57,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "heads; eagle: one block extrapolating the target's own features (EAGLE); "
         "eagle-tree: the same drafter growing a tree by its confidence (EAGLE-2), k = its "
         "node budget. bench also takes a comma list or 'all': the method table "
-        "(specdec/methods.py)",
+        "(specdec/measure/methods.py)",
     )
     parser.add_argument(
         "--self-draft",

@@ -1,4 +1,4 @@
-"""Benchmark figures, from a BenchReport (specdec.bench.run_bench) or from SpeculativeStats:
+"""Benchmark figures, from a BenchReport (specdec.measure.bench.run_bench) or from SpeculativeStats:
 speedup and acceptance against k, measured against predicted speedup, the accepted-length
 histogram, and acceptance per draft position."""
 
@@ -97,7 +97,7 @@ def plot_accepted_histogram(histogram: np.ndarray, path, title: str = "") -> Pat
 
 
 def plot_acceptance_vs_k(report, path) -> Path:
-    """A BenchReport (specdec.bench.run_bench): per temperature, the measured alpha against
+    """A BenchReport (specdec.measure.bench.run_bench): per temperature, the measured alpha against
     k (left) and the measured tokens per target pass against Leviathan's
     E(alpha, k) = (1 - alpha^(k+1)) / (1 - alpha) computed from that alpha (right)."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.0))

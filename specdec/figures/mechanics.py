@@ -16,7 +16,7 @@ from specdec.figures.style import save
 
 def plot_matmul_times(times: dict, path, blocked: dict | None = None) -> Path:
     """times[H][k] = median seconds of one [k, H] @ [H, H] product (measured by the caller);
-    `blocked`, the same for the blocked few-row product of specdec/fast_cpu.py (dashed lines).
+    `blocked`, the same for the blocked few-row product of specdec/fast_cpu/model.py (dashed lines).
 
     Left: seconds per call; right: seconds per row. A row costs less in a k-row product than
     alone only where the right panel's curve falls below its k = 1 point."""
@@ -84,8 +84,8 @@ def plot_roofline(
     mark_v: float | None = None,
 ) -> Path:
     """Seconds per pass over T new rows, one curve per model ({name: {T: s}}), against the
-    floor of specdec.roofline ({T: s}): left the times in ms, right v(T) = time(T) / time(1).
-    `mark_v` draws a target on the v(T) panel."""
+    floor of specdec.measure.roofline ({T: s}): left the times in ms, right
+    v(T) = time(T) / time(1). `mark_v` draws a target on the v(T) panel."""
     Ts = sorted(floors)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     styles = {"plain": ("tab:gray", "o"), "fast path": ("tab:blue", "s")}

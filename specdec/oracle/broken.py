@@ -35,6 +35,7 @@ from reference.speculative import speculative_generate
 from reference.tree import ROOT, SAMPLED, EagleTreeDrafter, Tree
 from reference.tree.eagle import best_candidates
 from reference.verification import Verification
+from specdec.oracle import optional
 
 # --------------------------------------------------------------------------------------------
 # Broken `verify`s: (p_target [k+1, V], q_draft [k, V], draft_tokens [k], rng) -> Verification
@@ -409,9 +410,9 @@ def compiled_draw_skips_tail(z, temperature, rng, out, floor: float = TAIL_FLOOR
     nothing below 1e-3), and so did the loop laws (their drafters never use the compiled
     draw). Caught by the fat-tail law (`bundled prose`): the ids below 1e-3 are cells of
     their own, by decade, and come out empty. Fix: draw over every id of the row."""
-    from specdec import fast_cpu_draw  # numba: 1.1 s to import, for this variant only
+    sampled_draw = optional.compiled_draw().sampled_draw
 
-    fast_cpu_draw.sampled_draw(z, np.float64(temperature), 0.0, out)  # out = q, every id
+    sampled_draw(z, np.float64(temperature), 0.0, out)  # out = q, every id
     kept = np.where(out >= floor, out, 0.0).astype(np.float64)
     cdf = np.cumsum(kept)
     return min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(z) - 1)
@@ -439,7 +440,7 @@ def twin_batch_shares_draft_uniforms(target, drafters, prompts, **kwargs):
     change nothing visible. Caught by the spread batch's independence laws
     (`spread:first01`: three rows with one prompt, at T = 1.5). Fix: draw each row's
     uniforms afresh (u[b, :k_b] = rng.random(k_b), rows in order)."""
-    import gpu  # the twin: CuPy and a CUDA device, only for the twin's variants
+    gpu = optional.twin()
 
     twin_batch = gpu.batch
     real = twin_batch.batch_drafting
@@ -456,7 +457,7 @@ def twin_batch_shares_draft_uniforms(target, drafters, prompts, **kwargs):
 
 @cache
 def shared_uniforms_drafter() -> type:
-    import gpu  # the twin: CuPy and a CUDA device, only for the twin's variants
+    gpu = optional.twin()
 
     class SharedDraftUniforms(gpu.device.batch_drafting.BatchModelDrafter):
         def propose(self, contexts, k_rounds, sampling, rng, n_vocab: int):

@@ -1,4 +1,4 @@
-"""The compiled draft draw (specdec/fast_cpu_draw.py) on rows whose tail carries mass.
+"""The compiled draft draw (specdec/fast_cpu/draw.py) on rows whose tail carries mass.
 
 A draw that never returns the ids of small probability, while the q it hands over keeps
 them, breaks exactness by exactly the mass it skips. A chi-square whose cells are merged
@@ -36,6 +36,7 @@ from scipy import optimize, stats
 from reference.sampling import SamplingParams
 from reference.tokenizer import encode
 from specdec.bundled import bundled_pair_available, load_bundled_pair
+from specdec.oracle import optional
 from specdec.oracle.laws import CheckResult, LoopSetup, chi_square_test
 
 HEAD = 1e-2  # ids at least this likely are cells of their own; the rest pooled by decade
@@ -155,9 +156,9 @@ def detectable_tail(n: int, df: int, alpha: float, power: float = 0.9) -> float:
 
 def compiled_draw(z: np.ndarray, temperature: float, rng, out) -> int:
     """FastModelDrafter.draw's computation: one uniform, the compiled row and inverse CDF."""
-    from specdec import fast_cpu_draw  # numba: 1.1 s to import, for the compiled draw only
+    sampled_draw = optional.compiled_draw().sampled_draw
 
-    return int(fast_cpu_draw.sampled_draw(z, np.float64(temperature), rng.random(), out))
+    return int(sampled_draw(z, np.float64(temperature), rng.random(), out))
 
 
 # The loop through the compiled draw: the loop family's tiny pair, with the draft a

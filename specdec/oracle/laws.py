@@ -43,6 +43,7 @@ from reference.verification import Verification, verify_law
 from specdec import standins
 from specdec.grading.engine.laws import drafts_with_weight as draft_paths  # shared with the grader
 from specdec.grading.engine.laws import marginal
+from specdec.oracle import optional
 
 # --------------------------------------------------------------------------------------------
 # Thresholds (the numbers docs/oracle.md states)
@@ -598,9 +599,9 @@ class LoopSetup:
 
     def make_drafter(self):
         """The drafter the real loop runs: a ModelDrafter (FastModelDrafter: its compiled
-        draw, specdec/fast_cpu_draw.py), a LookupDrafter or a hybrid."""
+        draw, specdec/fast_cpu/draw.py), a LookupDrafter or a hybrid."""
         if self.fast:
-            from specdec.fast_cpu_draw import FastModelDrafter  # numba: 1.1 s to import
+            FastModelDrafter = optional.compiled_draw().FastModelDrafter
 
             return FastModelDrafter(self.draft_model())
         if self.lookup is None:

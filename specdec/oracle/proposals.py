@@ -63,6 +63,7 @@ from reference.tree import (
     tree_round,
     verify_tree_law,
 )
+from specdec.oracle import optional
 from specdec.oracle.laws import (
     CheckResult,
     HybridProposals,
@@ -467,7 +468,7 @@ def draft_model_parts(name: str, k: int):
             lambda s: ChainLaw(HybridProposals(LookupProposals(V, *rule), DraftRows(draft, s)), k),
         )
     if name == "fast-model":
-        from specdec.fast_cpu_draw import FastModelDrafter  # numba: 1.1 s to import
+        FastModelDrafter = optional.compiled_draw().FastModelDrafter
 
         return target, lambda: FastModelDrafter(draft), lambda s: ChainLaw(DraftRows(draft, s), k)
     return target, lambda: ModelDrafter(draft), lambda s: ChainLaw(DraftRows(draft, s), k)
@@ -567,7 +568,7 @@ def on_backend(target: GPT, drafter, backend: str):
     # -> (target, drafter) of the backend: the reference's, or the twin's of both
     if backend == "reference":
         return target, drafter
-    import gpu  # the twin: CuPy and a CUDA device, only for the twin's setups
+    gpu = optional.twin()
 
     return gpu.model.as_twin_model(target), gpu.drafters.as_twin_drafter(drafter)
 
@@ -576,7 +577,7 @@ def host(array) -> np.ndarray:
     # a proposal's array on the host (the twin's are device arrays)
     if isinstance(array, np.ndarray):
         return array
-    import gpu  # the twin: CuPy and a CUDA device, only for the twin's setups
+    gpu = optional.twin()
 
     return gpu.device.backend.to_host(array)
 
@@ -604,7 +605,7 @@ def batch_drafting(drafters: list, backend: str, prompt: tuple):
             drafter.reset()
             drafter.prefill(prompts[0][:-1])
         return drafters
-    import gpu  # the twin: CuPy and a CUDA device, only for the twin's setups
+    gpu = optional.twin()
 
     twins = [gpu.drafters.as_twin_drafter(d) for d in drafters]
     drafting = gpu.batch.batch_drafting(twins)  # a BatchModelDrafter: one draft model, 3 rows
@@ -716,7 +717,7 @@ def round_function(kind: str, backend: str) -> Callable:
     # the backend's own round: (target, cache, drafter, context, k, sampling, rng) -> a round
     if backend == "reference":
         return speculative_round if kind == "chain" else tree_round
-    import gpu  # the twin: CuPy and a CUDA device, only for the twin's setups
+    gpu = optional.twin()
 
     return gpu.speculative.speculative_round if kind == "chain" else gpu.tree.tree_round
 

@@ -1,4 +1,4 @@
-"""The fast path's compiled draft draw (specdec/fast_cpu_draw.py) samples q = softmax(z / T).
+"""The fast path's compiled draft draw (specdec/fast_cpu/draw.py) samples q = softmax(z / T).
 
 `FastModelDrafter.draw` replaces the reference's dozen NumPy calls with one compiled loop; the
 law it must keep is the reference's, derived here in float64 with nothing from the package:
@@ -30,7 +30,8 @@ import pytest
 
 from reference.sampling import SamplingParams
 from reference.speculative import speculative_generate
-from specdec import fast_cpu_compiled, fast_cpu_draw
+from specdec.fast_cpu import compiled as fast_compiled
+from specdec.fast_cpu import draw as fast_draw
 from specdec.oracle.broken import compiled_draw_skips_tail
 from specdec.oracle.cases import run_loop_setup
 from specdec.oracle.fat_tails import (
@@ -55,7 +56,7 @@ from specdec.oracle.laws import (
 
 pytestmark = [
     pytest.mark.distribution,
-    pytest.mark.skipif(not fast_cpu_compiled.AVAILABLE, reason="numba (the `fast` extra)"),
+    pytest.mark.skipif(not fast_compiled.AVAILABLE, reason="numba (the `fast` extra)"),
 ]
 
 N = 20_000  # draws per check: a 0.01 shift of one id's mass is caught (see the broken rows)
@@ -77,7 +78,7 @@ def counts_of(draw, temperature: float, seed: int) -> Counter:
 
 def compiled(z, temperature, rng, out, u=None):  # FastModelDrafter.draw's computation
     u = rng.random() if u is None else u
-    return int(fast_cpu_draw.sampled_draw(z, np.float64(temperature), u, out))
+    return int(fast_draw.sampled_draw(z, np.float64(temperature), u, out))
 
 
 def ignores_temperature(z, temperature, rng, out):  # broken: q at T = 1
@@ -95,7 +96,7 @@ def test_the_compiled_draw_samples_the_softmax_at_its_temperature(temperature):
     law = softmax_law(LOGITS, temperature)
     params = SamplingParams(temperature=temperature)
     # draw reads no model state: a drafter without a model is enough
-    model_free = fast_cpu_draw.FastModelDrafter.__new__(fast_cpu_draw.FastModelDrafter)
+    model_free = fast_draw.FastModelDrafter.__new__(fast_draw.FastModelDrafter)
     rng = np.random.default_rng(11)
     out = np.empty(len(LOGITS), np.float32)
     counts = Counter(model_free.draw(LOGITS, params, rng, out) for _ in range(N))
@@ -188,9 +189,9 @@ def test_the_fast_loop_setup_is_exact_and_runs_the_compiled_draw():
     assert max_abs_difference(marginal(laws.joint, lambda o: o[0]), laws.tokens) <= EXACT_ATOL
     assert min(laws.round1.values()) > 0.01
     drafter = FAST_LOOP_SETUP.make_drafter()
-    assert isinstance(drafter, fast_cpu_draw.FastModelDrafter)
+    assert isinstance(drafter, fast_draw.FastModelDrafter)
     logits = drafter.model.forward(np.asarray(FAST_LOOP_SETUP.prompt))[-1]
-    assert fast_cpu_draw.compiled_draw_applies(logits, FAST_LOOP_SETUP.sampling)
+    assert fast_draw.compiled_draw_applies(logits, FAST_LOOP_SETUP.sampling)
 
 
 @pytest.fixture(scope="module")

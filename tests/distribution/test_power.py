@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from reference.sampling import SamplingParams
-from specdec import fast_cpu_compiled
+from specdec.fast_cpu import compiled as fast_compiled
 from specdec.oracle.broken import EAGLE_DRAFTERS, VARIANTS, Variant, eagle_like
 from specdec.oracle.cases import (
     ALL_LOOP_SETUPS,
@@ -81,7 +81,7 @@ def rejected_by(variant: Variant):
         broken = variant.implementation(setup.parts[1]())
         return proposal_check(setup, "reference", n=variant.n, drafter=broken)
     elif variant.kind == "draw":
-        if not fast_cpu_compiled.AVAILABLE or variant.setup not in tail_rows():
+        if not fast_compiled.AVAILABLE or variant.setup not in tail_rows():
             pytest.skip("the compiled draw needs numba (the `fast` extra) and the bundled pair")
         return tail_check(variant.implementation, variant.setup, n=variant.n)
     elif variant.kind == "batch":

@@ -37,7 +37,7 @@ import pytest
 
 from reference.drafters import ModelDrafter
 from reference.sampling import SamplingParams, probabilities
-from specdec import fast_cpu_compiled
+from specdec.fast_cpu import compiled as fast_compiled
 from specdec.oracle.broken import DraftQWithoutTemperature
 from specdec.oracle.laws import ALPHA, EXACT_ATOL, POWER_P, holm, merge_cells
 from specdec.oracle.proposals import (
@@ -55,7 +55,7 @@ BACKENDS = ("reference", "gpu")
 
 def not_run(setup, backend: str) -> str | None:
     # why a setup does not run on a backend (None: it runs)
-    if setup.drafter == "fast-model" and not fast_cpu_compiled.AVAILABLE:
+    if setup.drafter == "fast-model" and not fast_compiled.AVAILABLE:
         return "no numba (the `fast` extra): FastModelDrafter draws as ModelDrafter does"
     if backend != "reference" and not setup.twin:
         return f"the twin has no {setup.drafter} drafter (the compiled draw is the reference's)"

@@ -197,7 +197,7 @@ def test_the_hand_derived_counterexample():
 
 @pytest.mark.parametrize("eps", EPSILONS)
 def test_the_labs_round_formula_matches_the_enumeration(eps):
-    """specdec/typical.py measures the TV of one round on the real model as 1 - prod p(path)
+    """specdec/measure/typical.py measures the TV of one round on the real model as 1 - prod p(path)
     (valid for a deterministic tree). On POINT trees it must equal the enumeration."""
     p_rows, q_rows = tables(25, POINT)
     widths = (2, 2)

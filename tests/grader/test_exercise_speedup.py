@@ -2,7 +2,7 @@
 and the project's own formulas (specdec/costs.py, one rate) pass, the skeleton fails on its
 NotImplementedError, each broken plan_k is rejected with the hint its mistake calls for, the
 random cases are drawn afresh from each grading's secret, plain decoding costs 1, and the
-contract's cost model is the one specdec/choose_k.py chooses k with."""
+contract's cost model is the one specdec/measure/choose_k.py chooses k with."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specdec.choose_k import best_k
 from specdec.costs import CostProfile, expected_tokens_per_round, predicted_speedup
 from specdec.grading import grade
 from specdec.grading.engine.secret import secret_held
@@ -25,6 +24,7 @@ from specdec.grading.exercises.speedup.checks import (
     random_cases,
     speedup_families,
 )
+from specdec.measure.choose_k import best_k
 
 from .exercise_tests import rejected_under, the_solution_passes
 
@@ -158,8 +158,8 @@ def test_the_known_cases_have_the_best_k_they_claim():
 
 
 def test_the_contract_chooses_k_as_lab_choose_k_does():
-    # specdec.choose_k.best_k looks at k = 1..k_max with v(k+1) = CostProfile.verify_cost(k + 1):
-    # the contract's v[k] is the same figure, so over k >= 1 both choose the same k
+    # specdec.measure.choose_k.best_k looks at k = 1..k_max with v(k+1) = CostProfile.verify_cost(k
+    # + 1): the contract's v[k] is the same figure, so over k >= 1 both choose the same k
     solution = load_submission(SPEEDUP.spec(solution=True)).function
     k_max, c = len(MEASURED_V) - 1, 0.05
     profile = CostProfile(1.0, c, {T: MEASURED_V[T - 1] for T in range(1, k_max + 2)})

@@ -8,8 +8,8 @@ from transformers import GPT2LMHeadModel
 
 from reference import ModelDrafter, generate, speculative_generate
 from reference.sampling import GREEDY
-from specdec.bench import held_out_code_prompts
 from specdec.bundled import DRAFT_DIR, MODELS_DIR, TARGET_DIR, load_bundled_pair
+from specdec.measure.bench import held_out_code_prompts
 
 
 def test_shipped_weights_stay_small():

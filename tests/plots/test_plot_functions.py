@@ -25,9 +25,9 @@ from reference.speculative import ACCEPTED, speculative_generate
 from reference.tokenizer import VOCAB_SIZE, encode
 from reference.verification import verify_law
 from specdec import figures
-from specdec.bench import run_bench
 from specdec.costs import CostProfile, measure_costs
 from specdec.figures.style import CACHE_COLOURS, FATE_COLOURS, probability_text
+from specdec.measure.bench import run_bench
 from specdec.standins import noisy_copy
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

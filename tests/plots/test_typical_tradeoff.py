@@ -1,5 +1,5 @@
-"""specdec/typical.py: the trade-off measurement runs end to end on tiny models, its TV numbers
-are the ones the core defines, and the figure is written."""
+"""specdec/measure/typical.py: the trade-off measurement runs end to end on tiny models, its TV
+numbers are the ones the core defines, and the figure is written."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from reference.speculative import RoundTrace
 from reference.tree import POINT, ModelTreeDrafter
 from reference.typical import TypicalThreshold
-from specdec import typical as lab_typical
+from specdec.measure import typical as lab_typical
 from tests.plots.test_plot_functions import check_png
 from tests.unit.helpers import TARGET_CFG, make_model
 

@@ -56,7 +56,7 @@ def test_fused_linear_matches_its_body(emulator, R, options):
         kwargs["resid"] = rows(rng, R, N)
     plan = fused.linear_plan(x, w, **kwargs)
     emulator.launch(plan)
-    np.testing.assert_allclose(plan.result, fused.linear_body(x, w, **kwargs), atol=2e-5)
+    np.testing.assert_allclose(plan.result, fused.fused_linear.body(x, w, **kwargs), atol=2e-5)
 
 
 def test_the_output_layer_reads_its_row_major_copy(emulator):
@@ -77,7 +77,7 @@ def test_layer_norm_and_embedding_match_their_bodies(emulator):
     for positions in (slice(7, 11), rng.integers(0, 30, 4)):  # a sequence's, a tree's
         plan = fused.embed_plan(wte, wpe, tokens, positions)
         emulator.launch(plan)
-        np.testing.assert_array_equal(plan.result, fused.embed_body(wte, wpe, tokens, positions))
+        np.testing.assert_array_equal(plan.result, fused.embed.body(wte, wpe, tokens, positions))
 
 
 def filled(cache, lengths):
@@ -134,7 +134,7 @@ def attention_case(tiny_twin, case: str, capacity: int = 16, start: int = 5):
 def check_attention(emulator, tiny_twin, case: str, **shape):
     # the kernel's plan against the body: the outputs (padding discarded) and every cache slot
     qkv, at, body_cache, cache, real = attention_case(tiny_twin, case, **shape)
-    want = fused.attention_body(tiny_twin, qkv, 1, body_cache, at)
+    want = fused.cached_attention.body(tiny_twin, qkv, 1, body_cache, at)
     plan = fused.attention_plan(tiny_twin, qkv, 1, cache, at)
     emulator.launch(plan)
     np.testing.assert_allclose(plan.result[real], want[real], atol=1e-5)
@@ -184,7 +184,9 @@ def run_pick(emulator, logits, params, u, on_device: bool):
         np.zeros(R, np.int64),
     )
     args = (logits, params, u, probs, tokens, finite)
-    emulator.launch(fused.pick_plan(*args)) if on_device else sampling.pick_body(*args)
+    emulator.launch(fused.pick_plan(*args)) if on_device else sampling.pick.body(
+        logits, params, u, probs=probs, tokens=tokens, finite=finite
+    )
     return probs, tokens, finite
 
 
@@ -210,7 +212,7 @@ def test_pick_packs_the_autoregressive_token_and_flag_with_a_scalar_uniform(emul
     logits = rows(rng, 1, 257)
     for params in (GREEDY, SamplingParams(temperature=1.2)):
         packed = [np.zeros(2, np.int64), np.zeros(2, np.int64)]
-        sampling.pick_body(logits, params, 0.4, None, packed[0][:1], packed[0][1:])
+        sampling.pick.body(logits, params, 0.4, tokens=packed[0][:1], finite=packed[0][1:])
         emulator.launch(fused.pick_plan(logits, params, 0.4, None, packed[1][:1], packed[1][1:]))
         np.testing.assert_array_equal(packed[1], packed[0])
 
@@ -232,7 +234,7 @@ def test_decide_packed_matches_its_body(emulator, case):
         u[2] = 0.99999999  # ... and a uniform above it
     if case == "NaN":
         q[1, 3] = np.nan
-    want = verification.decide_body(p, q, x, u)
+    want = verification.decide_packed.body(p, q, x, u)
     plan = fused.decide_plan(p, q, x, u)
     emulator.launch(plan)
     np.testing.assert_array_equal(plan.result, want)
@@ -278,7 +280,7 @@ def test_fused_linear_split_over_its_inputs_adds_the_parts_then_applies_the_epil
     assert plan.grid == (3, 6)
     with blocks_in(emulator, order):
         emulator.launch(plan)
-    np.testing.assert_allclose(plan.result, fused.linear_body(x, w, **kwargs), atol=2e-5)
+    np.testing.assert_allclose(plan.result, fused.fused_linear.body(x, w, **kwargs), atol=2e-5)
 
 
 @pytest.mark.parametrize("order", ["order", "reversed"])
@@ -324,7 +326,7 @@ def test_decide_over_several_blocks_matches_its_body(emulator, case, order):
         u[1] = 1.0
     if case == "NaN":
         q[2, V - 1] = np.nan  # the last entry, in the last block's share
-    want = verification.decide_body(p, q, x, u)
+    want = verification.decide_packed.body(p, q, x, u)
     plan = fused.decide_plan(p, q, x, u)
     assert plan.grid == (21,)
     with blocks_in(emulator, order):
@@ -349,7 +351,7 @@ def test_the_verification_reads_four_floats_a_load_only_where_p_and_q_are_aligne
     p, q = p / p.sum(-1, keepdims=True), q / q.sum(-1, keepdims=True)
     q[2, V - 1] = np.inf  # in q's tail, which the float4 loop does not reach
     x, u = rng.integers(0, V, k), rng.random(k + 1)
-    want = verification.decide_body(p, q, x, u)
+    want = verification.decide_packed.body(p, q, x, u)
     for p_in, q_in, vec4 in ((p, q, 1), (misaligned(p), q, 0), (p, misaligned(q), 0)):
         plan = fused.decide_plan(p_in, q_in, x, u)
         assert plan.args[6] == vec4
@@ -488,8 +490,8 @@ def test_the_preflights_kernel_check_passes_on_the_emulator(kernels_in_the_emula
 
 
 def test_the_bench_times_the_unfused_twin_only_where_the_kernels_run(kernels_in_the_emulator):
-    from specdec import gpu_bench
-    from specdec.bench import held_out_code_prompts
+    from specdec.measure import gpu_bench
+    from specdec.measure.bench import held_out_code_prompts
 
     prompts = held_out_code_prompts(1)
     rate = gpu_bench.unfused_rate(prompts, 2, 4, "model", None)  # the bodies: nothing emulated

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from specdec import gpu_bench
+from specdec.measure import gpu_bench
 
 
 def test_the_gpu_bench_runs_and_records_its_backend(tmp_path, capsys):

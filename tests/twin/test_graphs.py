@@ -33,7 +33,7 @@ from reference.checks import NoClock
 from reference.config import GPTConfig
 from reference.model import GPT, causal_placement, init_params
 from reference.sampling import GREEDY
-from reference.speculative import start_run
+from reference.speculative import RunSetup, start_run
 from tests.twin.cuda_emulator import compiler
 
 TINY_PROMPT = np.array([3, 1, 4, 1, 5, 9, 2, 6], dtype=np.int64)  # the tiny pair's 40 ids
@@ -48,7 +48,8 @@ def drafted(target, draft, k: int, max_new_tokens: int, graphs: bool, prompt=TIN
     drafter = gpu.ModelDrafter(draft)
     with contextlib.nullcontext() if graphs else graphs_off():
         kw = dict(rng=np.random.default_rng(1), sampling=GREEDY)
-        cache, run = start_run(target, drafter, prompt, k, max_new_tokens, None, False, NoClock())
+        setup = RunSetup(k=k, max_new_tokens=max_new_tokens, clock=NoClock())
+        cache, run = start_run(target, drafter, prompt, setup)
         while not run.finished:
             run.record(
                 gpu.speculative.speculative_round(
@@ -181,11 +182,11 @@ def test_the_kernels_read_a_replays_slot_from_the_device(emulator, per_part, mon
         emulator.launch(embed)
         emulator.launch(attention)
         np.testing.assert_array_equal(
-            embed.result, fused.embed_body(wte, wpe, tokens, slice(s, s + 1))
+            embed.result, fused.embed.body(wte, wpe, tokens, slice(s, s + 1))
         )
         body_cache.k[:], body_cache.v[:] = history
         body_cache.length = s
         body_cache.k[:, :, :s], body_cache.v[:, :, :s] = cache.k[:, :, :s], cache.v[:, :, :s]
-        want = fused.attention_body(twin, qkv, 1, body_cache, causal_placement(s, 1))
+        want = fused.cached_attention.body(twin, qkv, 1, body_cache, causal_placement(s, 1))
         np.testing.assert_allclose(attention.result, want, atol=1e-5)
         np.testing.assert_array_equal(cache.k[1, :, s], body_cache.k[1, :, s])  # its write

@@ -1,5 +1,6 @@
 """The preflight's choice between each fused kernel and its body (gpu/device/kernel_choice.py),
-with made-up timings: the faster half is kept per (kernel, shapes), and run_fused obeys it.
+with made-up timings: the faster half is kept per (kernel, shapes), and the fused operations
+obey it.
 
 On a device the timer waits for the device; here a made-up timer says which half is faster,
 the emulator (tests/twin/cuda_emulator.py) runs the kernels, and a spy on the launches shows
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 import gpu
-from gpu.device import kernels
+from gpu.device import fused, kernels
 from gpu.device.backend import ON_DEVICE
 from gpu.device.kernel_choice import Measured, describe, measure_choices
 from gpu.device.kernels import KernelMode, Plan
@@ -63,7 +64,7 @@ def made_up(shape, half: str, run) -> float:
     return {"kernel": 2.0, "body": 1.0}[half] if body_wins else {"kernel": 1.0, "body": 2.0}[half]
 
 
-def test_the_faster_half_is_kept_per_kernel_and_shape_and_run_fused_obeys(launched):
+def test_the_faster_half_is_kept_per_kernel_and_shape_and_the_operations_obey(launched):
     cfg = GPTConfig(n_vocab=40, n_ctx=32, n_embd=32, n_head=2, n_layer=2)
     model = gpu.GPT(cfg, init_params(cfg, np.random.default_rng(0), std=0.3))
     want = forward(model, [4, 1])
@@ -102,3 +103,24 @@ def test_the_preflight_prints_the_choices_and_checks_a_graph_replay(launched, ca
     out = capsys.readouterr().out
     assert "ok    kernel choices:" in out and "-> body" in out and "-> kernel" in out
     assert "ok    graph capture: the draft's steps replayed" in out, out
+
+
+def test_an_operation_fetches_its_kernel_from_the_compiled_module_once(emulator, monkeypatch):
+    fetched = []
+
+    class Module:
+        def get_function(self, name):
+            fetched.append(name)
+            return lambda grid, block, args: emulator.launch(Plan(name, grid, block, args, None))
+
+    module = Module()  # one module, as the device's compiled_module (functools.cache) gives
+    monkeypatch.setattr(kernels, "mode", KernelMode(on=True, why_off=""))
+    monkeypatch.setattr(kernels, "compiled_module", lambda: module)
+    monkeypatch.setattr(kernels.Choices, "body_faster", set())
+    monkeypatch.setattr(fused.layer_norm_rows, "launches_in", None)  # as a fresh process
+    x = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
+    g, b = np.ones(8, np.float32), np.zeros(8, np.float32)
+    first = fused.layer_norm_rows(x, g, b, 1e-5)
+    np.testing.assert_allclose(fused.layer_norm_rows(x, g, b, 1e-5), first)
+    np.testing.assert_allclose(first, fused.layer_norm_rows.body(x, g, b, 1e-5), atol=1e-5)
+    assert fetched == ["layer_norm_rows"]  # two launches, one look-up

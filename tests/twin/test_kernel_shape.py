@@ -251,7 +251,7 @@ def test_decide_at_a_large_vocabulary_matches_its_body(emulator, seed):
     p, q = p / p.sum(-1, keepdims=True), q / q.sum(-1, keepdims=True)
     x, u = rng.integers(0, V, k), rng.random(k + 1)
     u[: seed % k] = 0.0  # the first drafts accepted, so each seed rejects somewhere else
-    want = verification.decide_body(p, q, x, u)
+    want = verification.decide_packed.body(p, q, x, u)
     plan = fused.decide_plan(p, q, x, u)
     emulator.launch(plan)
     np.testing.assert_array_equal(plan.result, want)

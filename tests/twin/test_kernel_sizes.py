@@ -168,7 +168,7 @@ def test_a_bonus_only_round_decides_in_the_kernel(emulator):
     plan = fused.decide_plan(p, q, x, u)
     assert not plan.idle()
     emulator.launch(plan)
-    np.testing.assert_array_equal(plan.result, verification.decide_body(p, q, x, u))
+    np.testing.assert_array_equal(plan.result, verification.decide_packed.body(p, q, x, u))
 
 
 # ---------------------------------------------------------------- layouts and dtypes
@@ -179,7 +179,7 @@ def test_strided_and_float64_inputs_reach_the_linear_kernel_as_float32_rows(emul
     R, C_in, N = 3, 40, 70
     x, w, bias = rows(rng, R, C_in), rows(rng, C_in, N, scale=0.1), rows(rng, N)
     g, b, resid = rows(rng, C_in), rows(rng, C_in), rows(rng, R, N)
-    want = fused.linear_body(x, w, bias, (g, b, 1e-5), "gelu", resid)
+    want = fused.fused_linear.body(x, w, bias, ln=(g, b, 1e-5), act="gelu", resid=resid)
     w_t = np.ascontiguousarray(w.T).astype(np.float64).T  # a transposed view, float64
     views = [strided(a.astype(np.float64)) for a in (x, bias, g, b, resid)]
     assert not any(a.flags.c_contiguous for a in (w_t, *views))
@@ -207,7 +207,7 @@ def test_strided_inputs_reach_the_norm_and_embedding_kernels_as_rows(emulator):
     np.testing.assert_allclose(plan.result, fused.layer_norm(x, g, b, 1e-5), atol=1e-5)
     wte, wpe = rows(rng, 30, 8), rows(rng, 20, 8)
     tokens, positions = np.array([3, 29, 0, 7]), np.array([5, 1, 19, 0])
-    want = fused.embed_body(wte, wpe, tokens, positions)
+    want = fused.embed.body(wte, wpe, tokens, positions)
     ids = strided(tokens.astype(np.int32)), strided(positions.astype(np.int32))
     plan = fused.embed_plan(strided(wte), strided(wpe.astype(np.float64)), *ids)
     emulator.launch(plan)
@@ -224,7 +224,7 @@ def test_a_strided_qkv_reaches_the_attention_kernel_as_rows(emulator, target):
         cache.k[:], cache.v[:] = 0.5, -0.25
         cache.length = start
     at = causal_placement(start, T)
-    want = fused.attention_body(twin, qkv, 1, caches[0], at)
+    want = fused.cached_attention.body(twin, qkv, 1, caches[0], at)
     plan = fused.attention_plan(twin, strided(qkv.astype(np.float64)), 1, caches[1], at)
     emulator.launch(plan)
     np.testing.assert_allclose(plan.result, want, atol=1e-5)
@@ -241,7 +241,7 @@ def test_a_cache_the_kernel_cannot_write_in_place_runs_the_body(launched, target
     with pytest.raises(KernelCannot):
         fused.attention_plan(twin, qkv, 0, cache, at)
     plain = KVCache(2, 2, 16, 16, dtype=np.float64)
-    want = fused.attention_body(twin, qkv, 0, plain, at)
+    want = fused.cached_attention.body(twin, qkv, 0, plain, at)
     np.testing.assert_array_equal(fused.cached_attention(twin, qkv, 0, cache, at), want)
     np.testing.assert_array_equal(cache.k, plain.k)
     assert launched == []
@@ -252,7 +252,7 @@ def test_strided_and_float64_inputs_reach_the_pick_and_decide_kernels(emulator):
     logits, u = rows(rng, 3, 70, scale=2.0), rng.random(3)
     params = SamplingParams(temperature=0.7)
     want = [np.zeros((3, 70), np.float32), np.zeros(3, np.int64), np.zeros(3, np.int64)]
-    sampling.pick_body(logits, params, u, *want)
+    sampling.pick.body(logits, params, u, probs=want[0], tokens=want[1], finite=want[2])
     got = [np.zeros((3, 70), np.float32), np.zeros(3, np.int64), np.zeros(3, np.int64)]
     plan = fused.pick_plan(strided(logits.astype(np.float64)), params, strided(u), *got)
     emulator.launch(plan)
@@ -264,7 +264,7 @@ def test_strided_and_float64_inputs_reach_the_pick_and_decide_kernels(emulator):
     p, q = rng.random((k + 1, V)).astype(np.float32), rng.random((k, V)).astype(np.float32)
     p, q = p / p.sum(-1, keepdims=True), q / q.sum(-1, keepdims=True)
     x, u = rng.integers(0, V, k), rng.random(k + 1)
-    want = verification.decide_body(p, q, x, u)
+    want = verification.decide_packed.body(p, q, x, u)
     views = strided(p.astype(np.float64)), strided(q), strided(x.astype(np.int32)), strided(u)
     plan = fused.decide_plan(*views)
     emulator.launch(plan)
@@ -283,7 +283,7 @@ def test_outputs_the_pick_kernel_cannot_write_in_place_run_the_body(launched, ou
     with pytest.raises(KernelCannot):
         fused.pick_plan(logits, params, u, probs, tokens, finite)
     want = [np.zeros((3, 40), np.float32), np.zeros(3, np.int64), np.zeros(3, np.int64)]
-    sampling.pick_body(logits, params, u, *want)
+    sampling.pick.body(logits, params, u, probs=want[0], tokens=want[1], finite=want[2])
     sampling.pick(logits, params, u, probs=probs, tokens=tokens, finite=finite)
     assert launched == []  # the body wrote them
     np.testing.assert_array_equal(probs, want[0])

@@ -10,6 +10,9 @@ import ast
 from pathlib import Path
 
 import gpu
+from gpu import sampling, verification
+from gpu.device import fused
+from gpu.device.kernels import FusedOperation
 from gpu.drafters import TWIN_MAKERS
 from reference import drafters, eagle, early_exit, heads, lookup
 from reference.tree import drafters as tree_drafters
@@ -61,3 +64,27 @@ def test_every_reference_drafter_has_a_registered_twin():
         tree_drafters.HeadsTreeDrafter,
         tree_eagle.EagleTreeDrafter,
     }
+
+
+def test_every_fused_operation_is_a_named_function_with_its_plan_and_kernel():
+    """A fused operation is the function a reader finds by its name: its body is its own
+    source, `@fused(plan)` names its plan, and its kernel is the kernels.cu function of that
+    name (kernels.py `FusedOperation`); no call hands a body over or names a kernel by a
+    string."""
+    operations = {
+        fused.embed: ("embed_rows", fused.embed_plan),
+        fused.layer_norm_rows: ("layer_norm_rows", fused.layer_norm_plan),
+        fused.fused_linear: ("fused_linear", fused.linear_plan),
+        fused.cached_attention: ("cached_attention", fused.attention_plan),
+        sampling.pick: ("pick_rows", fused.pick_plan),
+        verification.decide_packed: ("decide_packed", fused.decide_plan),
+    }
+    cuda = (GPU / "device" / "kernels.cu").read_text()
+    for operation, (kernel, plan) in operations.items():
+        assert isinstance(operation, FusedOperation), operation
+        assert (operation.kernel, operation.plan) == (kernel, plan)
+        assert operation.body is operation.__wrapped__
+        assert operation.__name__ == operation.body.__name__  # found by the name it is called
+        assert f'extern "C" __global__ void {kernel}(' in cuda
+    for path in sorted(GPU.rglob("*.py")):
+        assert "run_fused" not in path.read_text(), f"{path}: a body handed over by a string"

@@ -157,16 +157,16 @@ def test_each_loop_names_its_round_and_its_run(entry):
     }[entry]
     tree = ast.parse(inspect.getsource(getattr(module, entry)))
     called = {
-        n.func.id
+        ast.unparse(n.func)  # a name, or Name.attribute (Run.of)
         for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))
     }
     round_name = {
         "speculative_generate": "speculative_round",
         "speculative_generate_batch": "batched_round",
         "tree_speculative_generate": "tree_round",
     }[entry]
-    assert round_name in called and called & {"Run", "start_run"}
+    assert round_name in called and called & {"Run", "Run.of", "start_run"}
     rnd = ast.parse(inspect.getsource(getattr(module, round_name)))
     rule = {
         n.func.id for n in ast.walk(rnd) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)

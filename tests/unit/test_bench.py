@@ -7,8 +7,8 @@ import pytest
 
 from reference import ModelDrafter, SpeculativeStats, speculative_generate
 from reference.sampling import GREEDY
-from specdec.bench import Tally, bench_point, markdown_report, run_bench
 from specdec.costs import CostProfile, expected_tokens_per_round, predicted_speedup
+from specdec.measure.bench import Tally, bench_point, markdown_report, run_bench
 from specdec.timing import StageClock
 
 KS = [1, 3]

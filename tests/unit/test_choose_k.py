@@ -1,4 +1,5 @@
-"""Choosing k by measurement (specdec/choose_k.py): the formula's argmax, a true acceptance rate."""
+"""Choosing k by measurement (specdec/measure/choose_k.py): the formula's argmax, a true
+acceptance rate."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import numpy as np
 import pytest
 
 from reference.sampling import SamplingParams
-from specdec.choose_k import acceptance_rate, best_k, choose_k
 from specdec.costs import CostProfile, predicted_speedup
+from specdec.measure.choose_k import acceptance_rate, best_k, choose_k
 from specdec.standins import random_pair
 
 GREEDY, SAMPLED = SamplingParams(), SamplingParams(temperature=0.8)

@@ -305,8 +305,8 @@ def test_bench_names_the_machine_in_its_report_and_json(tmp_path, capsys):
     floors = {int(T): f for T, f in data["floors_s"].items()}
     assert set(floors) == {1, 2, 3} and all(f > 0 for f in floors.values())
     assert floors[1] <= floors[2] <= floors[3]
-    # specdec.bench_summary reads the same file into one row per run (README's machine table)
-    from specdec.bench_summary import main as summary_main
+    # specdec.measure.summary reads the same file into one row per run (README's machine table)
+    from specdec.measure.summary import main as summary_main
 
     capsys.readouterr()
     assert summary_main([str(tmp_path)]) == 0

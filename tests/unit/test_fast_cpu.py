@@ -1,5 +1,5 @@
-"""The opt-in CPU fast path (specdec/fast_cpu.py): the plain model's logits, never stale, and
-tricks chosen by measurement (specdec/fast_cpu_plan.py).
+"""The opt-in CPU fast path (specdec/fast_cpu/model.py): the plain model's logits, never stale, and
+tricks chosen by measurement (specdec/fast_cpu/plan.py).
 
 The parity tests force every trick on (`tricks="all"`) so that each is exercised whatever this
 machine measured; the plan tests check the choice itself with made-up timings."""
@@ -11,9 +11,12 @@ import pytest
 
 from reference import GPT, GPTConfig, ModelDrafter, generate, init_params, speculative_generate
 from reference import model as plain_model
-from specdec import fast_cpu, fast_cpu_compiled, fast_cpu_plan, fast_cpu_step
 from specdec.bundled import load_bundled_pair
 from specdec.fast_cpu import FastGPT, fast
+from specdec.fast_cpu import compiled as fast_compiled
+from specdec.fast_cpu import model as fast_model
+from specdec.fast_cpu import plan as fast_plan
+from specdec.fast_cpu import step as fast_step
 
 from .helpers import GREEDY, assert_close_scaled
 
@@ -51,7 +54,7 @@ def assert_same_logits_through_a_run(plain: GPT, quick: FastGPT, tokens: np.ndar
         assert_close_scaled(theirs, ours, f"decode step {i}")
         for c in caches:
             c.commit(1)
-    for T in range(2, fast_cpu.FEW_ROWS + 1):  # k+1-row appends, rolled back like rejected drafts
+    for T in range(2, fast_model.FEW_ROWS + 1):  # k+1-row appends, rolled back like rejected drafts
         ours, theirs = forward_both(models, caches, tokens[-T:])
         assert_close_scaled(theirs, ours, f"append of {T} rows")
         for c in caches:
@@ -74,8 +77,8 @@ def test_appends_of_a_few_rows_take_the_sliced_path(plain, monkeypatch):
     """The parity tests above really exercise the trick: a 5-row append goes through
     linear_few_rows, a one-row step and a prefill do not."""
     calls = []
-    real = fast_cpu.linear_few_rows
-    monkeypatch.setattr(fast_cpu, "linear_few_rows", lambda *a: calls.append(1) or real(*a))
+    real = fast_model.linear_few_rows
+    monkeypatch.setattr(fast_model, "linear_few_rows", lambda *a: calls.append(1) or real(*a))
     quick = fast(plain, tricks="all")
     quick.forward(np.arange(5))
     assert calls, "a 5-row pass never took the sliced path"
@@ -88,13 +91,13 @@ def test_appends_of_a_few_rows_take_the_sliced_path(plain, monkeypatch):
 def slices_taken(model: GPT, monkeypatch, T: int) -> dict[tuple[int, int], int]:
     """(C_in, C_out) -> number of weight slices linear_few_rows used for a T-row append."""
     seen = {}
-    real = fast_cpu.linear_few_rows
+    real = fast_model.linear_few_rows
 
     def spy(x, w_t, b):
-        seen[(w_t.shape[1], w_t.shape[0])] = w_t.shape[0] // fast_cpu.slice_rows(w_t.shape[0])
+        seen[(w_t.shape[1], w_t.shape[0])] = w_t.shape[0] // fast_model.slice_rows(w_t.shape[0])
         return real(x, w_t, b)
 
-    monkeypatch.setattr(fast_cpu, "linear_few_rows", spy)
+    monkeypatch.setattr(fast_model, "linear_few_rows", spy)
     quick = fast(model, tricks="all")
     cache = quick.new_cache()
     quick.forward(np.arange(20), cache)
@@ -129,7 +132,7 @@ def test_linear_few_rows_equals_the_plain_product(C_in, C_out, T):
     x = rng.standard_normal((T, C_in), dtype=np.float32)
     w = rng.standard_normal((C_in, C_out), dtype=np.float32) / np.float32(np.sqrt(C_in))
     b = rng.standard_normal(C_out, dtype=np.float32)
-    got = fast_cpu.linear_few_rows(x, np.ascontiguousarray(w.T), b)
+    got = fast_model.linear_few_rows(x, np.ascontiguousarray(w.T), b)
     exact = x.astype(np.float64) @ w.astype(np.float64) + b
     assert got.shape == (T, C_out) and got.dtype == np.float32
     np.testing.assert_allclose(got, exact, rtol=0, atol=1e-4)
@@ -201,7 +204,7 @@ def test_attention_keys_first_equals_the_plain_attention(nh, S, T):
     keys, S == T as in an uncached pass) gives the plain attention's numbers."""
     rng = np.random.default_rng(S * 31 + T)
     q, k, v = (rng.standard_normal((nh, n, 64), dtype=np.float32) for n in (T, S, S))
-    got = fast_cpu.attention_keys_first(q, k, v)
+    got = fast_model.attention_keys_first(q, k, v)
     assert got.shape == (nh, T, 64)
     np.testing.assert_allclose(got, plain_model.attention(q, k, v), rtol=0, atol=2e-6)
 
@@ -210,13 +213,13 @@ def test_future_keys_is_the_causal_masks_tail():
     for T in (2, 5, 9):
         mask = plain_model.causal_mask(T, 20)  # True = may attend
         assert mask[:, : 20 - T + 1].all()  # every new row sees the history and row 0
-        np.testing.assert_array_equal(fast_cpu.future_keys(T), ~mask[:, 20 - T + 1 :])
+        np.testing.assert_array_equal(fast_model.future_keys(T), ~mask[:, 20 - T + 1 :])
 
 
 def test_gelu_by_products_equals_gelu_and_leaves_its_input_alone():
     x = np.linspace(-8, 8, 4001, dtype=np.float32).reshape(1, -1)
     before = x.copy()
-    np.testing.assert_allclose(fast_cpu.gelu_by_products(x), plain_model.gelu(x), atol=1e-6)
+    np.testing.assert_allclose(fast_model.gelu_by_products(x), plain_model.gelu(x), atol=1e-6)
     np.testing.assert_array_equal(x, before)
 
 
@@ -250,16 +253,16 @@ def test_a_measured_model_equals_the_plain_model_whatever_it_chose(bundled):
     tokens = np.frombuffer(b"def area(self):\n    return self.w * self.h\n" * 3, np.uint8)
     quick = fast(model)
     assert quick.plan.everything is None and quick.plan.timings, "fast() should measure"
-    assert set(quick.plan.chosen) == {*range(1, fast_cpu.FEW_ROWS + 1), fast_cpu.MANY_ROWS}
+    assert set(quick.plan.chosen) == {*range(1, fast_model.FEW_ROWS + 1), fast_model.MANY_ROWS}
     assert_same_logits_through_a_run(model, quick, tokens.astype(np.int64))
 
 
 def test_no_tricks_is_the_plain_computation(plain, monkeypatch):
     calls = []
     for name in ("linear_few_rows", "attention_keys_first", "gelu_by_products", "logits_few_rows"):
-        real = getattr(fast_cpu, name)
+        real = getattr(fast_model, name)
         monkeypatch.setattr(
-            fast_cpu, name, lambda *a, real=real, name=name: calls.append(name) or real(*a)
+            fast_model, name, lambda *a, real=real, name=name: calls.append(name) or real(*a)
         )
     quick = fast(plain, tricks="none")
     cache = quick.new_cache()
@@ -272,13 +275,13 @@ def test_no_tricks_is_the_plain_computation(plain, monkeypatch):
     assert_same_logits_through_a_run(plain, quick, np.arange(40) % 64)
 
 
-def made_up_plan(seconds) -> fast_cpu_plan.TrickPlan:
+def made_up_plan(seconds) -> fast_plan.TrickPlan:
     """Timings from `seconds(config, T)` at every pass size."""
-    rows = [*range(1, fast_cpu.FEW_ROWS + 1), fast_cpu.MANY_ROWS]
+    rows = [*range(1, fast_model.FEW_ROWS + 1), fast_model.MANY_ROWS]
     timings = tuple(
-        fast_cpu_plan.PassTiming(c, T, seconds(c, T)) for c in fast_cpu_plan.CONFIGS for T in rows
+        fast_plan.PassTiming(c, T, seconds(c, T)) for c in fast_plan.CONFIGS for T in rows
     )
-    return fast_cpu_plan.TrickPlan(timings, machine="made up")
+    return fast_plan.TrickPlan(timings, machine="made up")
 
 
 def test_the_plan_keeps_the_fastest_configuration_for_each_pass_size():
@@ -292,13 +295,13 @@ def test_the_plan_keeps_the_fastest_configuration_for_each_pass_size():
 
     plan = made_up_plan(seconds)
     assert plan.chosen[8] == plan.chosen[9] == "all"
-    assert plan.chosen[1] == plan.chosen[2] == plan.chosen[fast_cpu.MANY_ROWS] == "products"
+    assert plan.chosen[1] == plan.chosen[2] == plan.chosen[fast_model.MANY_ROWS] == "products"
     assert plan.uses("linear", (256, 1024), 8) and not plan.uses("linear", (256, 1024), 7)
     assert plan.uses("gelu", (1024,), 40), "a prefill follows the MANY_ROWS bucket"
     tie = made_up_plan(lambda config, T: 1.0)
     assert set(tie.chosen.values()) == {"plain"}
     assert not tie.uses("gelu", (1024,), 1)
-    text = fast_cpu_plan.describe_plan(plan)
+    text = fast_plan.describe_plan(plan)
     assert "| all | linear, attention, gelu, logits | 8-9 rows |" in text, text
     assert "T = 8: 3.00" in text and "T = 2: 1.50" in text, text
 
@@ -307,7 +310,7 @@ def test_the_chosen_pass_is_never_slower_than_the_plain_one():
     """Whatever the timings, the plan's pass at every size is at most the plain pass."""
     rng = np.random.default_rng(3)
     for _ in range(20):
-        made = {(c, T): rng.uniform(1, 2) for c in fast_cpu_plan.CONFIGS for T in range(1, 65)}
+        made = {(c, T): rng.uniform(1, 2) for c in fast_plan.CONFIGS for T in range(1, 65)}
         plan = made_up_plan(lambda c, T, made=made: made[c, T])
         for T, config in plan.chosen.items():
             assert plan.seconds(config, T) <= plan.seconds("plain", T)
@@ -317,38 +320,38 @@ def test_the_plan_times_cold_whole_passes_in_turns():
     """measure_plan reads every weight before each timed pass, and times every configuration
     at every pass size, taking turns (made-up passes: nothing is run)."""
     events = []
-    plan = fast_cpu_plan.measure_plan(
+    plan = fast_plan.measure_plan(
         run_pass=lambda config, T: events.append(("pass", config, T)),
         touch=lambda: events.append(("touch",)),
         key=("made up", 1),
         repeats=2,
     )
     timed = [e for i, e in enumerate(events) if e[0] == "pass" and events[i - 1] == ("touch",)]
-    rows = [*range(1, fast_cpu.FEW_ROWS + 1), fast_cpu.MANY_ROWS]
-    offered = {(c, T) for c in fast_cpu_plan.CONFIGS for T in rows}
-    offered -= {(c, fast_cpu.MANY_ROWS) for c in fast_cpu_plan.MOST_ROWS}  # not for a prefill
+    rows = [*range(1, fast_model.FEW_ROWS + 1), fast_model.MANY_ROWS]
+    offered = {(c, T) for c in fast_plan.CONFIGS for T in rows}
+    offered -= {(c, fast_model.MANY_ROWS) for c in fast_plan.MOST_ROWS}  # not for a prefill
     assert len(timed) == 2 * len(offered)
     assert {(c, T) for _, c, T in timed} == offered
-    n = len(fast_cpu_plan.CONFIGS)
-    assert [e[1] for e in timed[:n]] == list(fast_cpu_plan.CONFIGS), "configurations alternate"
+    n = len(fast_plan.CONFIGS)
+    assert [e[1] for e in timed[:n]] == list(fast_plan.CONFIGS), "configurations alternate"
     assert set(plan.chosen) == set(rows)
-    fast_cpu_plan.forget_measurements()
+    fast_plan.forget_measurements()
 
 
 def test_a_configuration_far_slower_than_the_best_drops_out():
     """After the first repeats, a configuration 1.5x slower than the fastest at a pass size
     is timed no more there (it could not win); one within that stays."""
     best = {"plain": 3.1, "products": 2.0, "all": 2.8, "compiled": 1.9}
-    assert fast_cpu_plan.still_in_the_running(best) == {"products", "compiled", "all"}
-    assert fast_cpu_plan.still_in_the_running({"plain": 1.0}) == {"plain"}
+    assert fast_plan.still_in_the_running(best) == {"products", "compiled", "all"}
+    assert fast_plan.still_in_the_running({"plain": 1.0}) == {"plain"}
 
 
 def test_a_fast_model_follows_its_plan(plain, monkeypatch):
     """With a plan that keeps the sliced product at 5 rows only, a 5-row pass takes it and a
     4-row pass does not."""
     calls = []
-    real = fast_cpu.linear_few_rows
-    monkeypatch.setattr(fast_cpu, "linear_few_rows", lambda *a: calls.append(1) or real(*a))
+    real = fast_model.linear_few_rows
+    monkeypatch.setattr(fast_model, "linear_few_rows", lambda *a: calls.append(1) or real(*a))
     plan = made_up_plan(lambda c, T: 1.0 if (c, T) == ("all", 5) else 2.0)
     quick = FastGPT(plain.config, dict(plain.params), plan)
     quick.forward(np.arange(4))
@@ -361,10 +364,8 @@ def test_measurements_are_cached_for_the_process(plain, monkeypatch):
     """A second plan for the same shapes and BLAS setting times nothing again."""
     fast(plain)  # measured (or already cached by an earlier test)
     timed = []
-    real = fast_cpu_plan.fastest_pass_seconds
-    monkeypatch.setattr(
-        fast_cpu_plan, "fastest_pass_seconds", lambda *a: timed.append(1) or real(*a)
-    )
+    real = fast_plan.fastest_pass_seconds
+    monkeypatch.setattr(fast_plan, "fastest_pass_seconds", lambda *a: timed.append(1) or real(*a))
     again = fast(plain)
     assert timed == [], "the second plan re-timed its passes"
     assert again.plan.timings
@@ -378,7 +379,7 @@ def test_unknown_tricks_option_is_refused(plain):
 # ---- the compiled few-row product (numba, the `fast` extra) ----
 
 needs_numba = pytest.mark.skipif(
-    not fast_cpu_compiled.AVAILABLE, reason="numba is not installed (the `fast` extra)"
+    not fast_compiled.AVAILABLE, reason="numba is not installed (the `fast` extra)"
 )
 
 
@@ -394,7 +395,7 @@ def test_the_compiled_product_equals_the_plain_product(C_in, C_out, T):
     x = rng.standard_normal((T, C_in), dtype=np.float32)
     w = rng.standard_normal((C_in, C_out), dtype=np.float32) / np.float32(np.sqrt(C_in))
     b = rng.standard_normal(C_out, dtype=np.float32)
-    got = fast_cpu_compiled.few_rows_product(x, np.ascontiguousarray(w.T), b)
+    got = fast_compiled.few_rows_product(x, np.ascontiguousarray(w.T), b)
     exact = x.astype(np.float64) @ w.astype(np.float64) + b
     assert got.shape == (T, C_out) and got.dtype == np.float32 and got.flags.c_contiguous
     np.testing.assert_allclose(got, exact, rtol=0, atol=1e-4)
@@ -405,11 +406,9 @@ def test_a_plan_that_chose_the_compiled_product_runs_it_and_equals_the_plain_mod
     plain, monkeypatch
 ):
     calls = []
-    real = fast_cpu_compiled.few_rows_product
-    monkeypatch.setattr(
-        fast_cpu_compiled, "few_rows_product", lambda *a: calls.append(1) or real(*a)
-    )
-    quick = FastGPT(plain.config, dict(plain.params), fast_cpu_plan.TrickPlan.fixed("compiled"))
+    real = fast_compiled.few_rows_product
+    monkeypatch.setattr(fast_compiled, "few_rows_product", lambda *a: calls.append(1) or real(*a))
+    quick = FastGPT(plain.config, dict(plain.params), fast_plan.TrickPlan.fixed("compiled"))
     quick.forward(np.arange(5))
     assert len(calls) == 4 * plain.config.n_layer, "every linear of a 5-row pass"
     calls.clear()
@@ -421,16 +420,16 @@ def test_a_plan_that_chose_the_compiled_product_runs_it_and_equals_the_plain_mod
 def test_without_numba_the_compiled_configuration_is_never_offered(plain, monkeypatch):
     """The `fast` extra missing: the plan measures the other configurations only, and a plan
     that names the compiled one falls back to BLAS's product (same logits)."""
-    monkeypatch.setattr(fast_cpu_compiled, "AVAILABLE", False)
+    monkeypatch.setattr(fast_compiled, "AVAILABLE", False)
     offered = []
-    real = fast_cpu_plan.measure_plan
-    monkeypatch.setattr(fast_cpu, "measure_plan", lambda *a: offered.append(a[4]) or real(*a))
+    real = fast_plan.measure_plan
+    monkeypatch.setattr(fast_model, "measure_plan", lambda *a: offered.append(a[4]) or real(*a))
     quick = fast(plain)
     assert offered and "plain" in offered[0]
-    assert not set(offered[0]) & set(fast_cpu_plan.COMPILED_CONFIGS)
-    assert not set(quick.plan.chosen.values()) & set(fast_cpu_plan.COMPILED_CONFIGS)
-    for config in fast_cpu_plan.COMPILED_CONFIGS:
-        forced = FastGPT(plain.config, dict(plain.params), fast_cpu_plan.TrickPlan.fixed(config))
+    assert not set(offered[0]) & set(fast_plan.COMPILED_CONFIGS)
+    assert not set(quick.plan.chosen.values()) & set(fast_plan.COMPILED_CONFIGS)
+    for config in fast_plan.COMPILED_CONFIGS:
+        forced = FastGPT(plain.config, dict(plain.params), fast_plan.TrickPlan.fixed(config))
         assert_same_logits_through_a_run(plain, forced, np.arange(40) % 64)
 
 
@@ -440,7 +439,7 @@ def test_every_compiled_loop_equals_the_plain_model_at_the_bundled_pairs_shapes(
     """The compiled product and LayerNorm, both on, through a whole run."""
     model = bundled[which]
     tokens = np.frombuffer(b"def area(self):\n    return self.w * self.h\n" * 3, np.uint8)
-    quick = FastGPT(model.config, dict(model.params), fast_cpu_plan.TrickPlan.fixed("compiled"))
+    quick = FastGPT(model.config, dict(model.params), fast_plan.TrickPlan.fixed("compiled"))
     assert_same_logits_through_a_run(model, quick, tokens.astype(np.int64))
 
 
@@ -450,15 +449,15 @@ def test_the_compiled_layer_norm_equals_the_plain_one(R, C):
     rng = np.random.default_rng(R * C)
     x = rng.standard_normal((R, C), dtype=np.float32) * 3 + 1
     g, b = rng.standard_normal(C, dtype=np.float32), rng.standard_normal(C, dtype=np.float32)
-    got = fast_cpu_compiled.layer_norm_rows(x, g, b, 1e-5)
+    got = fast_compiled.layer_norm_rows(x, g, b, 1e-5)
     np.testing.assert_allclose(got, plain_model.layer_norm(x, g, b, 1e-5), rtol=0, atol=2e-5)
 
 
 def test_the_plan_refuses_configurations_without_plain():
     with pytest.raises(ValueError, match="must include 'plain'"):
-        fast_cpu_plan.measure_plan(lambda c, T: None, lambda: 0, ("k",), 1, ("all",))
+        fast_plan.measure_plan(lambda c, T: None, lambda: 0, ("k",), 1, ("all",))
     with pytest.raises(ValueError, match="config must be one of"):
-        fast_cpu_plan.TrickPlan.fixed("turbo")
+        fast_plan.TrickPlan.fixed("turbo")
 
 
 @pytest.mark.parametrize(
@@ -472,29 +471,29 @@ def test_the_plan_refuses_configurations_without_plain():
     ],
 )
 def test_the_compiled_loops_name_the_vector_instructions_they_were_given(features, expected):
-    assert fast_cpu_compiled.vector_instructions(features) == expected
+    assert fast_compiled.vector_instructions(features) == expected
 
 
 @needs_numba
 def test_a_cpu_name_alone_does_not_hide_the_hosts_wider_instructions(monkeypatch):
     """NUMBA_CPU_NAME=haswell without NUMBA_CPU_FEATURES still compiles with the host's
     features (numba's rule): the report must say so rather than claim AVX2."""
-    config, binding = fast_cpu_compiled.numba.config, fast_cpu_compiled.binding
+    config, binding = fast_compiled.numba.config, fast_compiled.binding
     monkeypatch.setattr(config, "CPU_NAME", "haswell")
     monkeypatch.setattr(config, "CPU_FEATURES", None)
-    host = fast_cpu_compiled.vector_instructions(binding.get_host_cpu_features().flatten())
-    assert fast_cpu_compiled.compiled_for() == f"haswell, {host}"
+    host = fast_compiled.vector_instructions(binding.get_host_cpu_features().flatten())
+    assert fast_compiled.compiled_for() == f"haswell, {host}"
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+fma")
-    assert fast_cpu_compiled.compiled_for() == "haswell, AVX2"
+    assert fast_compiled.compiled_for() == "haswell, AVX2"
 
 
 # ---- a forward as one compiled call: rows one by one ("stepwise") or all at once ("fused") ----
 
-WHOLE = pytest.mark.parametrize("config", list(fast_cpu_plan.WHOLE_FORWARD))
+WHOLE = pytest.mark.parametrize("config", list(fast_plan.WHOLE_FORWARD))
 
 
 def compiled_whole(model: GPT, config: str) -> FastGPT:
-    return FastGPT(model.config, dict(model.params), fast_cpu_plan.TrickPlan.fixed(config))
+    return FastGPT(model.config, dict(model.params), fast_plan.TrickPlan.fixed(config))
 
 
 def committed_prefixes(models, prefix: np.ndarray) -> list:
@@ -543,13 +542,13 @@ def test_a_plan_runs_a_compiled_forward_only_where_it_chose_one(plain, monkeypat
     by one, a 3-row one all at once; a 4-row one, a forward without a cache, and every forced
     plan run layer by layer."""
     calls = []
-    real = fast_cpu_step.compiled_forward
+    real = fast_step.compiled_forward
     monkeypatch.setattr(
-        fast_cpu_step, "compiled_forward", lambda *a: calls.append((len(a[2]), a[4])) or real(*a)
+        fast_step, "compiled_forward", lambda *a: calls.append((len(a[2]), a[4])) or real(*a)
     )
     chosen = {("stepwise", 1), ("stepwise", 2), ("fused", 3)}
     plan = made_up_plan(lambda c, T: 1.0 if (c, T) in chosen else 2.0)
-    text = fast_cpu_plan.describe_plan(plan)
+    text = fast_plan.describe_plan(plan)
     assert "| stepwise | rows one by one in one compiled call" in text, text
     assert "| fused | the whole pass in one compiled call" in text, text
     quick = FastGPT(plain.config, dict(plain.params), plan)
@@ -587,10 +586,7 @@ def test_a_compiled_forward_leaves_weights_it_cannot_read_to_the_numpy_pass(plai
     quick = compiled_whole(plain, config)
     quick.params["h.0.attn.c_proj.bias"] = quick.params["h.0.attn.c_proj.bias"].astype(np.float64)
     cache = quick.new_cache()
-    assert (
-        fast_cpu_step.compiled_forward(quick, quick.compiled_weights, np.arange(2), cache, 1)
-        is None
-    )
+    assert fast_step.compiled_forward(quick, quick.compiled_weights, np.arange(2), cache, 1) is None
     assert (cache.length, cache.pending) == (0, 0)
     edited = GPT(plain.config, dict(quick.params))
     assert_same_logits_through_a_run(edited, quick, np.arange(30) % 64)
@@ -617,11 +613,11 @@ def test_the_compiled_exp_is_within_a_few_ulps_of_numpys():
     float32 ulps of the exact value wherever that is a normal float, and tiny below."""
     x = np.concatenate([np.linspace(-87, 0, 20001), np.linspace(0, 80, 2001)]).astype(np.float32)
     out, bits = np.empty_like(x), np.empty(len(x), np.int32)
-    fast_cpu_step.exp_into(x, out, bits)
+    fast_step.exp_into(x, out, bits)
     exact = np.exp(x.astype(np.float64))
     assert np.max(np.abs(out - exact) / exact) < 8 * 2.0**-24
     below = np.array([-100.0, -1e10], np.float32)
-    fast_cpu_step.exp_into(below, out[:2], bits[:2])
+    fast_step.exp_into(below, out[:2], bits[:2])
     assert np.all(out[:2] >= 0) and np.all(out[:2] < 1e-37), "a masked score weighs nothing"
 
 
@@ -629,7 +625,7 @@ def test_the_compiled_exp_is_within_a_few_ulps_of_numpys():
 def test_the_compiled_gelu_equals_the_plain_one():
     x = np.random.default_rng(5).standard_normal(4096).astype(np.float32) * 4
     got = x.copy()
-    fast_cpu_step.gelu_row(got, np.empty_like(x), np.empty(len(x), np.int32))
+    fast_step.gelu_row(got, np.empty_like(x), np.empty(len(x), np.int32))
     np.testing.assert_allclose(got, plain_model.gelu(x), rtol=1e-5, atol=1e-6)
 
 
@@ -640,8 +636,8 @@ def test_the_verification_pass_residual_is_compiled_too(plain, config, monkeypat
     chose a compiled forward serves it as well, with the plain model's numbers; a tree's or a
     batch's pass (a placement given) runs layer by layer."""
     calls = []
-    real = fast_cpu_step.compiled_forward
-    monkeypatch.setattr(fast_cpu_step, "compiled_forward", lambda *a: calls.append(1) or real(*a))
+    real = fast_step.compiled_forward
+    monkeypatch.setattr(fast_step, "compiled_forward", lambda *a: calls.append(1) or real(*a))
     quick = compiled_whole(plain, config)
     tokens = np.arange(24) % 64
     caches = committed_prefixes((plain, quick), tokens[:18])
@@ -673,9 +669,9 @@ def test_a_ctrl_c_inside_the_compiled_forward_is_a_keyboard_interrupt_and_writes
     cache = quick.new_cache()
     quick.forward(np.arange(5), cache)
     cache.commit(5)
-    monkeypatch.setattr(fast_cpu_step, "forward_kernel", ctrl_c_inside_compiled_code)
+    monkeypatch.setattr(fast_step, "forward_kernel", ctrl_c_inside_compiled_code)
     with pytest.raises(KeyboardInterrupt):
         quick.forward(np.arange(3), cache)
     assert (cache.length, cache.pending) == (5, 0)
     with pytest.raises(SystemError, match="other"):  # any other SystemError stays one
-        fast_cpu_compiled.interruptible(lambda: (_ for _ in ()).throw(SystemError("other")))
+        fast_compiled.interruptible(lambda: (_ for _ in ()).throw(SystemError("other")))

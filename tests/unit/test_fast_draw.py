@@ -1,4 +1,4 @@
-"""The fast path's compiled draft draw (specdec/fast_cpu_draw.py): the reference's tokens and q
+"""The fast path's compiled draft draw (specdec/fast_cpu/draw.py): the reference's tokens and q
 rows, used exactly where it applies, and trusted only as the library's own drafters are.
 Its law is held by the oracle (tests/distribution/test_fast_draw_law.py)."""
 
@@ -13,13 +13,13 @@ from reference import drafters
 from reference.drafters import ModelDrafter, proposals_checked
 from reference.sampling import GREEDY, SamplingParams
 from reference.speculative import speculative_generate
-from specdec import fast_cpu_compiled
 from specdec.bundled import load_bundled_pair
 from specdec.drafting import make_drafter
+from specdec.fast_cpu import compiled as fast_compiled
 from specdec.fast_cpu import fast
-from specdec.fast_cpu_draw import FastModelDrafter
+from specdec.fast_cpu.draw import FastModelDrafter
 
-needs_numba = pytest.mark.skipif(not fast_cpu_compiled.AVAILABLE, reason="numba (`fast` extra)")
+needs_numba = pytest.mark.skipif(not fast_compiled.AVAILABLE, reason="numba (`fast` extra)")
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_without_numba_the_reference_draw_runs(monkeypatch):
     calls = []
     real = drafters.draw_token
     monkeypatch.setattr(drafters, "draw_token", lambda *a: calls.append(1) or real(*a))
-    monkeypatch.setattr(fast_cpu_compiled, "AVAILABLE", False)
+    monkeypatch.setattr(fast_compiled, "AVAILABLE", False)
     drafter = FastModelDrafter.__new__(FastModelDrafter)
     logits = np.linspace(-1, 1, 16, dtype=np.float32)
     drafter.draw(logits, SamplingParams(0.8), np.random.default_rng(0), np.empty(16, np.float32))

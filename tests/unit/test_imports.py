@@ -20,27 +20,22 @@ PACKAGES = ("reference", "gpu", "specdec")
 ALLOWED = {
     # the twin: importing gpu imports CuPy and asks for a CUDA device (gpu/device/backend.py);
     # only --backend gpu pays it, never `specdec --help`, demo or bench on the CPU
-    ("specdec/cli/inputs.py", "gpu", "the twin: CuPy and a CUDA device"),
     ("specdec/cli/inputs.py", "gpu.device.backend", "the twin: CuPy and a CUDA device"),
-    ("specdec/cli/bench.py", "specdec.gpu_bench", "imports the twin: CuPy and a CUDA device"),
+    ("specdec/cli/bench.py", "specdec.measure.gpu_bench", "the twin: CuPy and a CUDA device"),
     # the figures: matplotlib is an optional extra (`lab`) and takes about a second to import
     ("specdec/cli/bench.py", "specdec.figures", "matplotlib, only once a bench has finished"),
-    ("specdec/roofline.py", "specdec.figures", "matplotlib; its timing helpers are imported alone"),
-    ("specdec/typical.py", "specdec.figures.style", "matplotlib, only when the figure is drawn"),
+    ("specdec/measure/roofline.py", "specdec.figures", "matplotlib; its timers are imported alone"),
+    ("specdec/measure/typical.py", "specdec.figures.style", "matplotlib, only for the figure"),
     # the grader's delivery modules also run as `python -m specdec.grading.delivery.<name>`,
     # which imports the package (and so delivery/cli.py) first: imported at cli.py's top,
     # such a module would be imported twice, once as itself and once as __main__
     ("specdec/grading/delivery/cli.py", "specdec.grading.delivery.classroom", "runs as -m"),
     ("specdec/grading/delivery/cli.py", "specdec.grading.delivery.gradescope", "runs as -m"),
-    # the oracle's checks of the twin's own drafters and batches (issue 51), which the
-    # reference's setups never need
-    ("specdec/oracle/proposals.py", "gpu", "the twin: CuPy and a CUDA device"),
-    ("specdec/oracle/broken.py", "gpu", "the twin: CuPy and a CUDA device"),
-    # the compiled draw: numba takes 1.1 s to import, paid only by the setups that use it
-    ("specdec/oracle/proposals.py", "specdec.fast_cpu_draw", "numba: 1.1 s to import"),
-    ("specdec/oracle/broken.py", "specdec.fast_cpu_draw", "numba: 1.1 s to import"),
-    ("specdec/oracle/fat_tails.py", "specdec.fast_cpu_draw", "numba: 1.1 s to import"),
-    ("specdec/oracle/laws.py", "specdec.fast_cpu_draw", "numba: 1.1 s to import"),
+    # the oracle's two costly imports, each written once (specdec/oracle/optional.py): the
+    # twin, for its own drafters and batches (issue 51), which the reference's setups never
+    # need; the compiled draw (numba, 1.1 s to import), paid only by the setups that use it
+    ("specdec/oracle/optional.py", "gpu", "the twin: CuPy and a CUDA device"),
+    ("specdec/oracle/optional.py", "specdec.fast_cpu.draw", "numba: 1.1 s to import"),
 }
 
 
@@ -183,6 +178,17 @@ def test_every_allowed_lazy_import_still_exists_and_says_why():
         assert "#" in line, f"{file}:{found[file, module]}: say on the line why it is lazy"
 
 
+LAZY_LIMIT = 10  # project imports inside a function, across all three packages (issue 47)
+
+
+def test_few_imports_hide_in_functions():
+    """At most LAZY_LIMIT project imports sit inside functions: each costly import is written
+    once (the oracle's two in specdec/oracle/optional.py), not at every place that needs it."""
+    found = lazy_project_imports(module_files())
+    listed = "\n".join(f"{file}:{line} {module}" for file, module, _, line in found)
+    assert len(found) <= LAZY_LIMIT, f"{len(found)} imports inside functions:\n{listed}"
+
+
 def test_the_checks_see_a_circle_and_a_hidden_import(tmp_path):
     """A circle through a package's __init__ and a relative import, and an import of the
     project inside a method, are found."""
@@ -214,3 +220,81 @@ def test_the_checks_see_a_circle_and_a_hidden_import(tmp_path):
         for target in imported_names(node, "pkg.b", modules, packages=("pkg", "reference"))
     ]
     assert hidden == [("f", "reference.model")]
+
+
+# The rooms, from the bottom up (docs/architecture.md): a module may import its own room or one
+# below it. specdec's own room is its top level (costs, machine, timing, text, ...).
+ROOMS = (
+    "reference",
+    "gpu",
+    "specdec",
+    "specdec.training",
+    "specdec.figures",
+    "specdec.fast_cpu",
+    "specdec.drafting",
+    "specdec.measure",
+    "specdec.grading",
+    "specdec.oracle",
+    "specdec.cli",
+)
+TOP_LEVEL_LIMIT = 12  # modules directly in specdec/, __init__ included (issue 47)
+
+
+def room_of(module: str, rooms=ROOMS) -> str:
+    # the innermost room holding the module: specdec.measure.bench is in specdec.measure
+    return max((r for r in rooms if module == r or module.startswith(r + ".")), key=len)
+
+
+def arrows_up(modules: dict[str, Path], rooms=ROOMS, packages=PACKAGES) -> list[str]:
+    # every import, at the top or inside a function, of a room above the importing module's
+    found = []
+    for name, path in modules.items():
+        here = room_of(name, rooms)
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for target in dict.fromkeys(imported_names(node, name, modules, packages)):
+                there = room_of(target, rooms)
+                if rooms.index(there) > rooms.index(here):
+                    found.append(f"{path}:{node.lineno}: {here} imports {target}, of {there} above")
+    return found
+
+
+def test_no_arrow_runs_back_up_between_the_rooms():
+    """reference < gpu < specdec's top level < training < figures < fast_cpu < drafting <
+    measure < grading < oracle < cli: no module imports a room above its own, lazily or not."""
+    arrows = arrows_up(module_files())
+    assert not arrows, "imports of a room above:\n" + "\n".join(arrows)
+
+
+def test_the_rooms_check_sees_an_arrow_up(tmp_path):
+    """A planted import of a room above (inside a function, relative) is reported with its
+    file, line and both rooms; an import of the room below is not."""
+    for folder in ("pkg", "pkg/low", "pkg/high"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "high" / "a.py").write_text("from pkg.low import b\n")
+    (tmp_path / "pkg" / "low" / "b.py").write_text("def f():\n    from ..high import a\n")
+    modules = {
+        name: tmp_path / (name.replace(".", "/") + ("/__init__.py" if init else ".py"))
+        for name, init in [("pkg", 1), ("pkg.low", 1), ("pkg.high", 1)]
+        + [("pkg.high.a", 0), ("pkg.low.b", 0)]
+    }
+    rooms = ("pkg", "pkg.low", "pkg.high")
+    assert arrows_up(modules, rooms, packages=("pkg",)) == [
+        f"{modules['pkg.low.b']}:2: pkg.low imports pkg.high.a, of pkg.high above"
+    ]
+
+
+def test_specdecs_top_level_stays_small():
+    """specdec/ holds at most TOP_LEVEL_LIMIT modules of its own; the rest live in its rooms."""
+    top = sorted(p.stem for p in (ROOT / "specdec").glob("*.py"))
+    assert len(top) <= TOP_LEVEL_LIMIT, f"{len(top)} modules in specdec/: {top}"
+
+
+def test_the_measure_package_itself_imports_nothing():
+    """`import specdec.measure` must not pay for numba or the twin: its __init__ holds only a
+    docstring, and each measurement brings its own dependencies when it is imported."""
+    tree = ast.parse((ROOT / "specdec" / "measure" / "__init__.py").read_text())
+    imports = [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert not imports, f"specdec/measure/__init__.py imports at lines {imports}"

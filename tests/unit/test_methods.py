@@ -1,4 +1,5 @@
-"""The method table (specdec/methods.py) and the drafters it runs by name (specdec/drafting.py)."""
+"""The method table (specdec/measure/methods.py) and the drafters it runs by name
+(specdec/drafting.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import pytest
 import reference
 from reference.eagle import init_eagle_params
 from reference.weights import write_safetensors
-from specdec.bench import run_bench
 from specdec.costs import CostProfile
 from specdec.drafting import DRAFTERS, RANDOM_EAGLE, generate_function, make_drafter
-from specdec.methods import (
+from specdec.measure.bench import run_bench
+from specdec.measure.methods import (
     EQUAL_NODES,
     METHOD_KS,
     best_points,
@@ -158,7 +159,7 @@ def test_several_drafters_share_one_autoregressive_baseline(target, draft, parts
         costs=costs,
         ks_by_drafter=PLAN,
         drafter_options=options(parts),
-        shared_baseline=True,  # as specdec.methods.run_methods runs it
+        shared_baseline=True,  # as specdec.measure.methods.run_methods runs it
     )
     runs = [(p.temperature, p.drafter, p.k) for p in report.points]
     assert runs == [(t, name, k) for t in (0.0, 1.0) for name, ks in PLAN.items() for k in ks]

@@ -20,8 +20,8 @@ from reference.batch import batch_placement, batched_forward, new_batch_cache
 from reference.model import causal_placement
 from reference.tree import chain_parents, tree_forward
 from reference.tree.forward import tree_placement
-from specdec import fast_cpu
 from specdec.fast_cpu import fast
+from specdec.fast_cpu import model as fast_model
 
 from .helpers import assert_close_scaled
 
@@ -89,7 +89,7 @@ def masked_attention_inputs(rng, lead=()):
 def test_keys_first_attention_takes_a_mask(lead):
     q, k, v, mask = masked_attention_inputs(np.random.default_rng(len(lead)), lead)
     np.testing.assert_allclose(
-        fast_cpu.attention_keys_first(q, k, v, mask),
+        fast_model.attention_keys_first(q, k, v, mask),
         plain_model.attention(q, k, v, mask),
         rtol=0,
         atol=2e-6,
@@ -100,9 +100,9 @@ def test_the_fast_paths_attention_runs_in_tree_and_batch_passes(plain, monkeypat
     """With every trick on, a tree pass and a batch pass go through the fast attention, and
     their logits equal the plain model's."""
     calls = []
-    real = fast_cpu.attention_keys_first
+    real = fast_model.attention_keys_first
     monkeypatch.setattr(
-        fast_cpu, "attention_keys_first", lambda *a: calls.append(a[3] is not None) or real(*a)
+        fast_model, "attention_keys_first", lambda *a: calls.append(a[3] is not None) or real(*a)
     )
     quick = fast(plain, tricks="all")
     tokens = np.random.default_rng(2).integers(0, CFG.n_vocab, len(PARENTS))

@@ -1,4 +1,5 @@
-"""specdec/roofline.py: the bytes and FLOPs it charges a pass, and the timing it does inside one."""
+"""specdec/measure/roofline.py: the bytes and FLOPs it charges a pass, and the timing it does
+inside one."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import numpy as np
 import pytest
 
 from reference import GPT, GPTConfig, init_params
-from specdec import roofline
 from specdec.fast_cpu import fast
+from specdec.measure import roofline
 
 CFG = GPTConfig(n_vocab=40, n_ctx=64, n_embd=32, n_head=2, n_layer=2)
 

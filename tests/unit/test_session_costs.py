@@ -1,4 +1,5 @@
-"""specdec/session_costs.py: one measurement per session, reused only where it still applies.
+"""specdec/measure/session_costs.py: one measurement per session, reused only where it still
+applies.
 
 No assert here bounds a time: the numbers come from this machine's clock. What is checked is
 the bookkeeping: what is measured, when a saved measurement is read back, and when not.
@@ -14,8 +15,8 @@ import pytest
 
 from reference import GPTConfig
 from reference.tokenizer import VOCAB_SIZE
-from specdec import session_costs as sc
-from specdec.session_costs import MAX_T, session_context, session_costs
+from specdec.measure import session_costs as sc
+from specdec.measure.session_costs import MAX_T, session_context, session_costs
 from specdec.standins import noisy_copy
 
 from .helpers import make_model

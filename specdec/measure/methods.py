@@ -4,7 +4,7 @@
 
 For each prompt set (held-out code, copy-heavy) and temperature, every prompt is decoded
 autoregressively once per repeat and then by every drafter at each of its k, back to back
-(specdec.bench.run_bench with several drafters), so every speedup is a ratio measured in the
+(specdec.measure.bench.run_bench with several drafters), so every speedup is a ratio measured in the
 same repeat against the same autoregressive runs. Per drafter and k: alpha, tokens per
 round, drafting cost c (per drafted token) and verification cost v (per round), both in
 autoregressive steps and measured by the stage clocks of the runs themselves, the speedup,
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specdec.bench import BenchPoint, BenchReport, by_position_text, run_bench
+from specdec.measure.bench import BenchPoint, BenchReport, by_position_text, run_bench
 
 # k values per drafter: around each one's best on the bundled pair (heads draft at most 4)
 METHOD_KS = {

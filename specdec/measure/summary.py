@@ -1,6 +1,6 @@
 """One row per `specdec bench` run: the machine it ran on and what it measured there.
 
-    .venv/bin/python -m specdec.bench_summary bench-a/ bench-b/ ...   # folders holding bench.json
+    .venv/bin/python -m specdec.measure.summary bench-a/ bench-b/ ...   # folders holding bench.json
 
 The same command gives different numbers on different CPUs, BLAS kernels and thread counts
 (docs/benchmarks.md, "Every machine"). This table puts runs of several machine types side by
@@ -70,12 +70,12 @@ def summary_table(runs: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     folders = [Path(a) for a in (sys.argv[1:] if argv is None else argv)]
     if not folders:
-        print("usage: python -m specdec.bench_summary FOLDER [FOLDER ...]", file=sys.stderr)
+        print("usage: python -m specdec.measure.summary FOLDER [FOLDER ...]", file=sys.stderr)
         return 2
     try:
         runs = [load(f) for f in folders]
     except ValueError as err:
-        print(f"bench_summary: {err}", file=sys.stderr)
+        print(f"specdec.measure.summary: {err}", file=sys.stderr)
         return 2
     print(summary_table(runs), end="")
     return 0

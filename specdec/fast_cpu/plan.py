@@ -1,6 +1,6 @@
 """Which tricks of the CPU fast path pay on this machine: whole passes measured, then chosen.
 
-A trick of `specdec/fast_cpu.py` is a different way to compute the same numbers; whether it is
+A trick of `specdec/fast_cpu/model.py` is a different way to compute the same numbers; whether it is
 faster depends on the BLAS kernels the machine runs (SkylakeX, Haswell, Zen, ...), on the
 number of threads, on the shapes, and on where the weights are when it runs. That last one is
 why a trick is never timed alone: a product repeated on one weight matrix finds that matrix in
@@ -14,10 +14,10 @@ weight of the model read between two timed passes so that each pass finds the we
 cold as the loop leaves them (the draft model and the sampling run between two verification
 passes). For each T the fastest configuration is kept, so the fast path is never slower than
 the plain computations by more than the timing noise. The calls to time come from the fast
-path (`measure_passes(model)` in specdec/fast_cpu.py): this file times and chooses, and
+path (`measure_passes(model)` in specdec/fast_cpu/model.py): this file times and chooses, and
 imports nothing of the fast path.
 
-    trick       what it replaces                        where (specdec/fast_cpu.py)
+    trick       what it replaces                        where (specdec/fast_cpu/model.py)
     linear      x @ w + b (2..FEW_ROWS rows)            linear_few_rows
     compiled    x @ w + b (2..FEW_ROWS rows)            few_rows_product (numba; optional)
     compiled_norm  reference.model.layer_norm           layer_norm_rows (numba)
@@ -26,7 +26,7 @@ imports nothing of the fast path.
     logits      h @ wte^T (2..FEW_ROWS rows)            logits_few_rows
 
 and two configurations that replace a whole forward with a cache by one compiled call
-(`WHOLE_FORWARD`, specdec/fast_cpu_step.py), timed for passes of up to FEW_ROWS rows only
+(`WHOLE_FORWARD`, specdec/fast_cpu/step.py), timed for passes of up to FEW_ROWS rows only
 (`MOST_ROWS`): "stepwise" runs the rows one after the other (a small model's step), "fused"
 all at once (a verification pass).
 
@@ -62,9 +62,9 @@ CONFIGS = {
     "plain": frozenset(),
     "products": frozenset({"attention", "gelu", "logits"}),  # BLAS's own x @ w for linears
     "all": frozenset({"linear", "attention", "gelu", "logits"}),  # the sliced x @ w
-    # numba's compiled loops (specdec/fast_cpu_compiled.py): the few-row product, LayerNorm
+    # numba's compiled loops (specdec/fast_cpu/compiled.py): the few-row product, LayerNorm
     "compiled": frozenset({"compiled", "compiled_norm", "attention", "gelu", "logits"}),
-    # a forward with a cache as one compiled call (specdec/fast_cpu_step.py), its rows one
+    # a forward with a cache as one compiled call (specdec/fast_cpu/step.py), its rows one
     # after the other (a small model's step) or all at once (a verification pass); the other
     # passes (a tree's, a batch's, features for extra heads) take the compiled tricks
     "stepwise": frozenset({"compiled", "compiled_norm", "attention", "gelu", "logits"}),
@@ -129,7 +129,7 @@ class TrickPlan:
 
     def whole_forward(self, T: int) -> str | None:
         # "stepwise" / "fused" when a forward of T rows with a cache is one compiled call
-        # (specdec/fast_cpu_step.py), else None
+        # (specdec/fast_cpu/step.py), else None
         config = self.chosen.get(rows_key(T)) if self.everything is None else None
         return config if config in WHOLE_FORWARD else None
 

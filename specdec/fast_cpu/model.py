@@ -4,7 +4,7 @@
 `activation`, and its output layer `logits`, can be replaced by versions that give the same
 numbers to float32 rounding but suit OpenBLAS and NumPy's call overhead on a CPU; where the
 plan says so, `forward_unchecked` with a cache runs as one compiled call instead
-(specdec/fast_cpu_step.py: the draft's step, a verification pass). The plain
+(specdec/fast_cpu/step.py: the draft's step, a verification pass). The plain
 model stays the one to read; docs/fast-path.md says why each trick exists and what it
 measured, docs/benchmarks.md ("The CPU limit") how far a pass still is from its floor, and
 tests/unit/test_fast_cpu.py holds it to the plain model's logits.
@@ -14,7 +14,7 @@ product makes an 8-row pass several times cheaper; with its Haswell kernels (AVX
 same product is slower than `x @ W`. So `fast(model)` measures before it chooses: whole passes
 of the model, for every pass size it serves, under each configuration of tricks, plain
 included, with the weights as cold as the loop leaves them; each pass size keeps its fastest
-(`TrickPlan`, specdec/fast_cpu_plan.py, cached for the process per shape, kernel and thread
+(`TrickPlan`, specdec/fast_cpu/plan.py, cached for the process per shape, kernel and thread
 count). `fast(model, tricks="all")` forces every trick (the parity tests), `tricks="none"`
 none; `describe_plan` prints what was chosen and why.
 
@@ -35,8 +35,8 @@ import numpy as np
 
 from reference.config import GPTConfig
 from reference.model import GPT, attention, causal_mask, gelu
-from specdec import fast_cpu_compiled, fast_cpu_step
-from specdec.fast_cpu_plan import (
+from specdec.fast_cpu import compiled, step
+from specdec.fast_cpu.plan import (
     COMPILED_CONFIGS,
     CONFIGS,
     FEW_ROWS,
@@ -133,7 +133,7 @@ def logits_few_rows(h: np.ndarray, wte: np.ndarray) -> np.ndarray:
 class FastGPT(GPT):
     """`GPT` with the CPU fast path; same parameters, same logits to float32 rounding.
 
-    `plan` says which trick computes which call (specdec/fast_cpu_plan.py); by default it is
+    `plan` says which trick computes which call (specdec/fast_cpu/plan.py); by default it is
     measured on this machine when the model is built."""
 
     def __init__(
@@ -145,12 +145,12 @@ class FastGPT(GPT):
             if is_linear_weight(name, w):
                 self.params[name] = read_only(np.array(w, dtype=np.float32, order="C"))
                 self.transposed_weight(name)
-        self.compiled_weights = fast_cpu_step.CompiledWeights(config.n_layer)
+        self.compiled_weights = step.CompiledWeights(config.n_layer)
         self.plan = measure_passes(self) if plan is None else plan
 
     def forward_unchecked(self, tokens: np.ndarray, cache=None) -> np.ndarray:
         # tokens [T] -> logits [T, V]: layer by layer, or as one compiled call where the plan
-        # chose that for T rows (specdec/fast_cpu_step.py), the final norm and logits in it
+        # chose that for T rows (specdec/fast_cpu/step.py), the final norm and logits in it
         done = self.compiled(tokens, cache, logits=True)
         return super().forward_unchecked(tokens, cache) if done is None else done[1]
 
@@ -164,10 +164,10 @@ class FastGPT(GPT):
         # (residual, logits) of one compiled call where the plan chose one for len(tokens) rows
         # with a cache: the rows one by one ("stepwise") or together ("fused"); else None
         whole = self.plan.whole_forward(len(tokens)) if cache is not None else None
-        if whole is None or not fast_cpu_compiled.AVAILABLE:
+        if whole is None or not compiled.AVAILABLE:
             return None
         group = 1 if whole == "stepwise" else len(tokens)
-        return fast_cpu_step.compiled_forward(
+        return step.compiled_forward(
             self, self.compiled_weights, tokens, cache, group, logits
         )  # None: an array the compiled loops cannot read
 
@@ -187,20 +187,16 @@ class FastGPT(GPT):
         if 1 < T <= FEW_ROWS and self.plan.uses("linear", w.shape, T):
             return linear_few_rows(x, self.transposed_weight(name + ".weight"), b)
         if 1 < T <= FEW_ROWS and self.plan.uses("compiled", w.shape, T):
-            if fast_cpu_compiled.fits(w.shape[1]):
-                return fast_cpu_compiled.few_rows_product(
-                    x, self.transposed_weight(name + ".weight"), b
-                )
+            if compiled.fits(w.shape[1]):
+                return compiled.few_rows_product(x, self.transposed_weight(name + ".weight"), b)
         return x @ w + b  # one row, a prefill, or where neither measured faster
 
     def norm(self, x: np.ndarray, name: str) -> np.ndarray:  # [..., C] -> [..., C]
         rows = x.shape[-2] if x.ndim > 1 else 1
-        if self.plan.uses("compiled_norm", x.shape[-1:], rows) and fast_cpu_compiled.AVAILABLE:
+        if self.plan.uses("compiled_norm", x.shape[-1:], rows) and compiled.AVAILABLE:
             P, eps = self.params, self.config.layer_norm_epsilon
             flat = x.reshape(-1, x.shape[-1])
-            out = fast_cpu_compiled.layer_norm_rows(
-                flat, P[name + ".weight"], P[name + ".bias"], eps
-            )
+            out = compiled.layer_norm_rows(flat, P[name + ".weight"], P[name + ".bias"], eps)
             return out.reshape(x.shape)
         return super().norm(x, name)
 
@@ -232,7 +228,7 @@ def read_only(w: np.ndarray) -> np.ndarray:
 
 def measure_passes(model: FastGPT, repeats: int = 7) -> TrickPlan:
     """The model's plan: its whole passes timed on this machine under each configuration of
-    tricks (specdec/fast_cpu_plan.py), after a cached context of half its window, with every
+    tricks (specdec/fast_cpu/plan.py), after a cached context of half its window, with every
     weight read before each timed pass."""
     cfg = model.config
     S = min(cfg.n_ctx // 2, cfg.n_ctx - MANY_ROWS)  # a cache half full, room for a prefill
@@ -258,8 +254,8 @@ def measure_passes(model: FastGPT, repeats: int = 7) -> TrickPlan:
         arrays = [*model.params.values(), *(t for _, t in model.transposed.values())]
         return sum(float(np.add.reduce(a, axis=None)) for a in arrays)
 
-    configs = tuple(c for c in CONFIGS if c not in COMPILED_CONFIGS or fast_cpu_compiled.AVAILABLE)
-    note = f"compiled loop for {fast_cpu_compiled.compiled_for()}"
+    configs = tuple(c for c in CONFIGS if c not in COMPILED_CONFIGS or compiled.AVAILABLE)
+    note = f"compiled loop for {compiled.compiled_for()}"
     try:
         return measure_plan(run_pass, touch, ("FastGPT", repr(cfg)), repeats, configs, note)
     finally:
@@ -273,7 +269,7 @@ TRICK_CHOICES = ("measure", "all", "none")
 def fast(model: GPT, tricks: str = "measure") -> FastGPT:
     """The fast-path twin of a plain model (its weights laid out anew, the model untouched).
 
-    tricks: "measure" (each trick kept where it timed faster here, specdec/fast_cpu_plan.py),
+    tricks: "measure" (each trick kept where it timed faster here, specdec/fast_cpu/plan.py),
     "all" (every trick, whatever it costs: the parity tests) or "none" (the plain
     computations, in the fast model's weight layout)."""
     if tricks not in TRICK_CHOICES:

@@ -1,7 +1,7 @@
 """Where a verification pass spends its time, against what its bytes and FLOPs need.
 
-    .venv/bin/python -m specdec.roofline              # markdown tables, docs/figures/roofline.png
-    .venv/bin/python -m specdec.roofline --threads 2  # the same with two BLAS threads
+    .venv/bin/python -m specdec.measure.roofline              # markdown, docs/figures/roofline.png
+    .venv/bin/python -m specdec.measure.roofline --threads 2  # the same with two BLAS threads
 
 A pass over T new positions reads every weight of the target once, whatever T is, and does
 2 T FLOPs per weight. So its time cannot drop below
@@ -129,7 +129,7 @@ def pass_breakdown(model: GPT, context: np.ndarray, T: int, repeats: int) -> dic
     """Seconds per pass spent in each product (all layers), 'other' for the rest (norms,
     GELU, embeddings, cache writes, Python), and 'total'; means over `repeats` passes. The
     pass is the layer-by-layer one (`GPT.residual`, then the final norm and the logits): a fast
-    model whose plan runs the pass as one compiled call (specdec/fast_cpu_step.py) has no
+    model whose plan runs the pass as one compiled call (specdec/fast_cpu/step.py) has no
     parts to time."""
     spent: dict[str, float] = defaultdict(float)
     timed = {"linear": None, "attend": "attention", "logits": "logits"}
@@ -211,7 +211,7 @@ def main(argv=None) -> None:
     from specdec.figures import plot_roofline  # lazy: matplotlib (the `lab` extra)
 
     parser = argparse.ArgumentParser(
-        prog="python -m specdec.roofline", description=__doc__.split("\n")[0]
+        prog="python -m specdec.measure.roofline", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads")
     parser.add_argument("--repeats", type=int, default=30, help="passes per timing")

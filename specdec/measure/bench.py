@@ -24,7 +24,7 @@ from specdec.drafting import (
     make_drafter,
     model_drafter,
 )
-from specdec.fast_cpu_plan import describe_plan, row_ranges
+from specdec.fast_cpu.plan import describe_plan, row_ranges
 from specdec.timing import StageClock
 from specdec.training.corpus import is_held_out, list_sources, stdlib_dir
 
@@ -116,10 +116,10 @@ class BenchReport:
     drafter: str = "model"  # specdec/drafting.py: model, lookup or hybrid
     transformers_rows: list[dict] = field(default_factory=list)
     # the CLI's run also measures the plain model's costs (is the fast path faster here?)
-    # and keeps the fast path's measured choices (specdec/fast_cpu_plan.py TrickPlan per model)
+    # and keeps the fast path's measured choices (specdec/fast_cpu/plan.py TrickPlan per model)
     plain_costs: CostProfile | None = None
     plans: dict = field(default_factory=dict)
-    # the floor of each pass, T -> seconds (specdec/roofline.py), and the two measured rates
+    # the floor of each pass, T -> seconds (specdec/measure/roofline.py), and the two measured rates
     # it comes from, as words; empty where not measured
     floors: dict = field(default_factory=dict)
     rates_text: str = ""
@@ -428,8 +428,9 @@ def floor_lines(report: BenchReport) -> list[str]:
     if not Ts:
         return []
     return [
-        f"- the floor of a pass (specdec/roofline.py: per product max(bytes / bandwidth, FLOPs "
-        f"/ peak), {report.rates_text}): floor(1) = {floors[1] * 1e3:.2f} ms; measured / floor: "
+        f"- the floor of a pass (specdec/measure/roofline.py: per product "
+        f"max(bytes / bandwidth, FLOPs / peak), {report.rates_text}): "
+        f"floor(1) = {floors[1] * 1e3:.2f} ms; measured / floor: "
         + ", ".join(f"T={T} {c.target_append[T] / floors[T]:.2f}" for T in Ts)
         + "; v at the floors: "
         + ", ".join(f"v({T})={floors[T] / floors[1]:.2f}" for T in Ts),
@@ -477,7 +478,7 @@ def json_report(report: BenchReport, machine: dict, command: str, status: str) -
         }
 
     def kept(plan) -> dict:
-        # configuration -> the pass sizes it was chosen for (specdec/fast_cpu_plan.py)
+        # configuration -> the pass sizes it was chosen for (specdec/fast_cpu/plan.py)
         rows: dict[str, list[int]] = {}
         for T, config in sorted(plan.chosen.items()):
             rows.setdefault(config, []).append(T)

@@ -1,6 +1,6 @@
 """Typical acceptance against exact tree verification: the speed it buys, the law it costs.
 
-    python -m specdec.typical --repeats 3          (docs/benchmarks.md, "Typical acceptance")
+    python -m specdec.measure.typical --repeats 3  (docs/benchmarks.md, "Typical acceptance")
 
 On the bundled pair (fast CPU path, one BLAS thread), with the extra heads drafting a tree
 (HeadsTreeDrafter, the Medusa pairing: heads + typical acceptance), at temperature 0.8:
@@ -56,10 +56,10 @@ from reference.typical import (
     typical_tree_speculative_generate,
     typical_verify_tree_law,
 )
-from specdec.bench import AR_DECODE, SPEC_DECODE, held_out_code_prompts
 from specdec.bundled import load_bundled_pair, load_heads
 from specdec.fast_cpu import fast
 from specdec.machine import describe_machine
+from specdec.measure.bench import AR_DECODE, SPEC_DECODE, held_out_code_prompts
 from specdec.timing import StageClock
 
 EPSILONS = (0.01, 0.03, 0.09, 0.3, 0.9)  # delta = sqrt(epsilon); 0.09 is Medusa's default

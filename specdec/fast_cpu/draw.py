@@ -25,7 +25,7 @@ import numpy as np
 
 from reference.drafters import ModelDrafter
 from reference.sampling import SamplingParams
-from specdec import fast_cpu_compiled, fast_cpu_step
+from specdec.fast_cpu import compiled, step
 
 try:
     import numba
@@ -46,7 +46,7 @@ if numba is not None:
             top = max(top, logits[v])
         for v in range(V):  # z = (logits - max) / T: every z <= 0, so exp cannot overflow
             out[v] = np.float32((logits[v] - top) / temperature)
-        fast_cpu_step.exp_into(out, out, bits)
+        step.exp_into(out, out, bits)
         total = np.float32(0.0)
         for v in range(V):
             total += out[v]
@@ -67,7 +67,7 @@ if numba is not None:
 def compiled_draw_applies(logits: np.ndarray, sampling: SamplingParams) -> bool:
     # the plain softmax at a temperature, on a float32 row the compiled loop reads
     return (
-        fast_cpu_compiled.AVAILABLE
+        compiled.AVAILABLE
         and not sampling.greedy
         and sampling.top_k is None
         and sampling.top_p >= 1.0
@@ -89,4 +89,4 @@ class FastModelDrafter(ModelDrafter):
             return super().draw(logits, sampling, rng, out)
         u = rng.random()
         temperature = np.float64(sampling.temperature)
-        return int(fast_cpu_compiled.interruptible(sampled_draw, logits, temperature, u, out))
+        return int(compiled.interruptible(sampled_draw, logits, temperature, u, out))

@@ -24,7 +24,7 @@ NUMBA_CPU_FEATURES=+avx2,+fma` makes it compile for AVX2 anywhere, as `OPENBLAS_
 does for OpenBLAS; the CPU name alone is not enough: numba then still hands LLVM the host's
 features, AVX-512 included (`compiled_for()` names the instruction set it got). Without numba
 (`pip install specdec-lab[fast]` brings it) `AVAILABLE` is False and the fast path never
-offers the compiled configuration; with it, the plan (specdec/fast_cpu_plan.py) still uses it
+offers the compiled configuration; with it, the plan (specdec/fast_cpu/plan.py) still uses it
 only for the pass sizes where whole passes measured faster.
 """
 

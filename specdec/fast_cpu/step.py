@@ -16,12 +16,12 @@ shows it (its own slot and those before).
 
 One row's linears are weight rows scaled and added (`vector_times_matrix`, reading the
 checkpoint's [C_in, C_out] layout, vectorised along the outputs with no horizontal sum);
-several rows' go through the few-row kernel of specdec/fast_cpu_compiled.py on the
+several rows' go through the few-row kernel of specdec/fast_cpu/compiled.py on the
 transposed layout, which reads each pair of weight rows once for all of them. Attention runs
 one row and one head at a time over the cache's contiguous slots, with scalar `exp` (about
 2 ns each: 9,600 for an 8-row pass of one target layer). Rows one by one read every weight
 once per row, so "stepwise" can pay only where weights are few (the draft) or for one row;
-the plan (specdec/fast_cpu_plan.py) times both against the other configurations for passes
+the plan (specdec/fast_cpu/plan.py) times both against the other configurations for passes
 of up to FEW_ROWS rows and keeps them only where they measured faster.
 
 The weights reach the compiled code as numba typed lists that refer to the model's own arrays
@@ -37,7 +37,7 @@ import operator
 
 import numpy as np
 
-from specdec import fast_cpu_compiled
+from specdec.fast_cpu import compiled
 
 try:
     import numba
@@ -73,7 +73,7 @@ def weight_names(n_layer: int) -> tuple[list[str], list[str]]:
     return matrices, vectors + ["ln_f.weight", "ln_f.bias"]
 
 
-if numba is not None:  # (the fast path asks fast_cpu_compiled.AVAILABLE at each call)
+if numba is not None:  # (the fast path asks compiled.AVAILABLE at each call)
     jit = numba.njit(fastmath=True, boundscheck=False, error_model="numpy", cache=True)
 
     @jit
@@ -172,11 +172,11 @@ if numba is not None:  # (the fast path asks fast_cpu_compiled.AVAILABLE at each
     def rows_times_matrix(x, w, w_t, b, chunk, out):  # [R, C_in] -> out [R, C_out]
         # x @ w + b. One row: weight rows scaled and added (w, the checkpoint's [C_in, C_out]);
         # more: the few-row kernel (w_t, its [C_out, C_in] transpose), which reads each pair of
-        # weight rows once for all the rows (specdec/fast_cpu_compiled.py)
+        # weight rows once for all the rows (specdec/fast_cpu/compiled.py)
         if x.shape[0] == 1:
             vector_times_matrix(x[0], w, b, out[0])
             return
-        fast_cpu_compiled.few_rows_kernel(x, w_t, out, chunk)
+        compiled.few_rows_kernel(x, w_t, out, chunk)
         for r in range(x.shape[0]):
             for j in range(out.shape[1]):
                 out[r, j] += b[j]
@@ -278,7 +278,7 @@ class CompiledWeights:
                 self.lists = (
                     List([read_only_view(w) for w in matrices]),
                     List([read_only_view(w) for w in transposed]),
-                    np.array([fast_cpu_compiled.chunk_width(w.shape[0]) for w in matrices]),
+                    np.array([compiled.chunk_width(w.shape[0]) for w in matrices]),
                     List([read_only_view(v) for v in vectors]),
                 )
             self.arrays = arrays
@@ -303,7 +303,7 @@ def compiled_forward(model, weights: CompiledWeights, tokens, cache, group: int,
     scores = np.empty((len(tokens) if logits else 0, wte.shape[0]), np.float32)
     eps = np.float32(model.config.layer_norm_epsilon)
     matrices, transposed, chunks, vectors = lists
-    fast_cpu_compiled.interruptible(
+    compiled.interruptible(
         forward_kernel,
         tokens, cache.end, max(group, 1), wte, wpe, matrices, transposed, chunks, vectors,
         cache.k, cache.v, eps, residual, scores,

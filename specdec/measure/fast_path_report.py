@@ -1,13 +1,14 @@
 """What each trick of the CPU fast path buys on this machine, measured on the bundled pair.
 
-    .venv/bin/python -m specdec.fast_cpu_report            # prints markdown tables
+    .venv/bin/python -m specdec.measure.fast_path_report            # prints markdown tables
 
-First the machine and what `fast(model)` chose for each model here (specdec/fast_cpu_plan.py:
+First the machine and what `fast(model)` chose for each model here (specdec/fast_cpu/plan.py:
 whole passes timed under each configuration of tricks, the fastest kept per pass size), then
 the tricks forced on, one by one.
 
-Each row times the plain computation (reference/model.py) and the fast one (specdec/fast_cpu.py)
-on the shapes the bundled pair really uses, one BLAS thread, median of many calls. The
+Each row times the plain computation (reference/model.py) and the fast one
+(specdec/fast_cpu/model.py) on the shapes the bundled pair really uses, one BLAS thread, median
+of many calls. The
 figures in docs/fast-path.md come from this script.
 """
 
@@ -17,13 +18,14 @@ import numpy as np
 
 from reference import model as plain
 from reference.tree import TreeShape
-from specdec import fast_cpu, fast_cpu_compiled
 from specdec.bundled import load_bundled_pair
 from specdec.costs import time_append, time_tree_pass
 from specdec.drafting import TREE_WIDTHS
-from specdec.fast_cpu_plan import describe_plan
+from specdec.fast_cpu import compiled as fast_compiled
+from specdec.fast_cpu import model as fast_model
+from specdec.fast_cpu.plan import describe_plan
 from specdec.machine import describe_machine
-from specdec.roofline import median_seconds
+from specdec.measure.roofline import median_seconds
 
 
 def median_us(fn, repeats: int = 200) -> float:
@@ -43,15 +45,15 @@ def trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float
             (
                 f"target MLP c_fc [{T},{C}]@[{C},{4 * C}], sliced",
                 median_us(lambda x=x: plain.linear(x, w, b)),
-                median_us(lambda x=x: fast_cpu.linear_few_rows(x, w_t, b)),
+                median_us(lambda x=x: fast_model.linear_few_rows(x, w_t, b)),
             )
         )
-        if fast_cpu_compiled.AVAILABLE:  # the `fast` extra: numba's compiled loop
+        if fast_compiled.AVAILABLE:  # the `fast` extra: numba's compiled loop
             rows.append(
                 (
                     f"target MLP c_fc [{T},{C}]@[{C},{4 * C}], compiled",
                     median_us(lambda x=x: plain.linear(x, w, b)),
-                    median_us(lambda x=x: fast_cpu_compiled.few_rows_product(x, w_t, b)),
+                    median_us(lambda x=x: fast_compiled.few_rows_product(x, w_t, b)),
                 )
             )
     nh, hs, S = target.config.n_head, target.config.head_size, 400
@@ -62,7 +64,7 @@ def trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float
         (
             f"attention, 5 new rows over {S} keys (one layer)",
             median_us(lambda: plain.attention(q, k, v)),
-            median_us(lambda: fast_cpu.attention_keys_first(q, k, v)),
+            median_us(lambda: fast_model.attention_keys_first(q, k, v)),
         )
     )
     q1 = q[:, :1]
@@ -70,12 +72,12 @@ def trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float
         (
             f"attention, 1 new row over {S} keys (one layer)",
             median_us(lambda: plain.attention(q1, k, v)),
-            median_us(lambda: fast_cpu.attention_keys_first(q1, k, v)),
+            median_us(lambda: fast_model.attention_keys_first(q1, k, v)),
         )
     )
     wte = target.params["wte.weight"]  # [V, C]
     h = rng.standard_normal((8, C)).astype(np.float32)
-    quick = fast_cpu.fast(target, tricks="all")
+    quick = fast_model.fast(target, tricks="all")
     rows.append(
         (
             f"target output layer [8,{C}]@[{C},{wte.shape[0]}]",
@@ -89,7 +91,7 @@ def trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float
         (
             f"GELU of one draft row [1,{4 * Cd}]",
             median_us(lambda: plain.gelu(xg)),
-            median_us(lambda: fast_cpu.gelu_by_products(xg)),
+            median_us(lambda: fast_model.gelu_by_products(xg)),
         )
     )
     return rows
@@ -98,7 +100,7 @@ def trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float
 def pass_rows(target, draft, context: np.ndarray) -> list[tuple[str, float, float]]:
     # whole forward passes after `context` is cached: the draft's one-row step, the
     # target's one-row step and its T-row verification passes
-    fast_target, fast_draft = fast_cpu.fast(target), fast_cpu.fast(draft)
+    fast_target, fast_draft = fast_model.fast(target), fast_model.fast(draft)
     rows = [
         (
             "draft one-row step",
@@ -138,9 +140,9 @@ def main() -> None:
     context = context.astype(np.int64)[:400]
     with threadpool_limits(limits=1, user_api="blas"):
         print(f"Machine: {describe_machine().line()}")
-        print(f"Compiled loop (numba): {fast_cpu_compiled.compiled_for()}\n")
+        print(f"Compiled loop (numba): {fast_compiled.compiled_for()}\n")
         for name, model in (("target", target), ("draft", draft)):
-            print(f"**{name}**: " + describe_plan(fast_cpu.fast(model).plan))
+            print(f"**{name}**: " + describe_plan(fast_model.fast(model).plan))
         rows = trick_rows(target, draft, np.random.default_rng(0))
         rows += pass_rows(target, draft, context)
     print("Every trick forced on (whole passes: the measured choice):\n")

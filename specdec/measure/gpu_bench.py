@@ -1,8 +1,8 @@
 """The GPU twin's benchmark: what scripts/gpu_check.sh measures on a device.
 
-    python -m specdec.gpu_bench [--repeats 3] [--max-new-tokens 128] [--ks 3,5,7] [--out DIR]
-                            [--drafter model] [--tree 2,1,1,1] [--no-launches]
-    python -m specdec.gpu_bench --count-only      # launch counts and the model only: any machine
+    python -m specdec.measure.gpu_bench [--repeats 3] [--max-new-tokens 128] [--ks 3,5,7]
+                    [--out DIR] [--drafter model] [--tree 2,1,1,1] [--no-launches]
+    python -m specdec.measure.gpu_bench --count-only  # launch counts and the model: any machine
 
 On the bundled pair, greedy, held-out code prompts, batch 1: tokens/s of the twin's
 autoregressive and speculative loops with one drafter of specdec/drafting.py (default: the draft
@@ -39,10 +39,10 @@ from gpu.device.backend import backend_name, counting_launches, counting_transfe
 from gpu.device.batch_drafting import drafts_in_one_pass
 from reference.drafters import Draft, Drafter
 from reference.sampling import GREEDY
-from specdec.bench import held_out_code_prompts
 from specdec.bundled import DRAFT_DIR, SELF_DRAFT_DIR, TARGET_DIR, load_bundled_pair
 from specdec.drafting import DRAFTERS, TREE_DRAFTERS, generate_function, make_drafter
 from specdec.fast_cpu import fast
+from specdec.measure.bench import held_out_code_prompts
 
 # what one device operation costs from Python on a GPU, microseconds: the range the
 # prediction of docs/gpu.md assumes (a model's assumption, to be held against a device run)
@@ -228,7 +228,7 @@ def launch_model(launches_per_token: float, costs_us=LAUNCH_COST_US) -> tuple[fl
 
 def fast_path_tricks() -> str:
     # the CPU fast path measures which tricks pay on this machine through threadpoolctl
-    # (specdec/fast_cpu_plan.py); a machine without it (a device's bare python3) runs the fast
+    # (specdec/fast_cpu/plan.py); a machine without it (a device's bare python3) runs the fast
     # path's layout with every trick off, and the row's label says so
     try:
         import threadpoolctl  # noqa: F401
@@ -329,7 +329,9 @@ def summarise(rows: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m specdec.gpu_bench", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m specdec.measure.gpu_bench", description=__doc__
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--n-prompts", type=int, default=6)

@@ -1,6 +1,6 @@
 """One measurement of a pair's costs (c and v(T)) per session, shared by the notebooks.
 
-    from specdec.session_costs import session_costs
+    from specdec.measure.session_costs import session_costs
     costs = session_costs(fast(target), fast(draft))  # measured here, or read back
     print(costs.origin())          # "measured now" or "measured 3 min ago (14:02), reused"
     costs.profile.verify_cost(5)   # a specdec.costs.CostProfile, as measure_costs returns
@@ -34,9 +34,9 @@ import numpy as np
 
 from reference.model import GPT
 from reference.tokenizer import encode
-from specdec.bench import CODE_PROMPTS
 from specdec.costs import DRAFT_RUN, CostProfile, measure_costs
 from specdec.machine import describe_machine
+from specdec.measure.bench import CODE_PROMPTS
 
 MAX_T = 9  # verification of up to k = 8 drafts, the largest k the notebooks sweep
 CONTEXT_TOKENS = 128  # the cached context every pass runs after
@@ -70,7 +70,7 @@ def session_context(n_ctx: int) -> np.ndarray:
 
 def model_key(model: GPT) -> str:
     # the class and every weight's bytes in the checkpoint's layout (a fast model stores its
-    # weights transposed; same bytes here). Not the fast path's plan (specdec/fast_cpu_plan.py):
+    # weights transposed; same bytes here). Not the fast path's plan (specdec/fast_cpu/plan.py):
     # each process times its tricks afresh, and two plans of the same machine differ only
     # where a trick and the plain computation timed about even, which moves the cost little.
     h = hashlib.blake2b(digest_size=16)
