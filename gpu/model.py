@@ -42,6 +42,7 @@ from gpu.device.layers import attention, causal_mask, gelu, layer_norm, softmax
 from gpu.kv_cache import KVCache
 from reference import model as reference_model
 from reference.config import GPTConfig
+from reference.llama import Llama
 from reference.model import Placement, check_param_shapes, init_params
 
 __all__ = ["GPT", "init_params", "gelu", "layer_norm", "softmax", "attention", "causal_mask"]
@@ -183,6 +184,11 @@ def as_twin_model(model: reference_model.GPT) -> GPT:
     handing it over is not seen: hand over a new model instead."""
     if isinstance(model, GPT) or not isinstance(model, reference_model.GPT):
         return model
+    if isinstance(model, Llama):  # RMSNorm, RoPE and GQA have no device version yet
+        raise ValueError(
+            "the GPU twin runs GPT-2 models only so far; run a Llama-family model with the "
+            "reference (reference.llama.Llama and the reference's loops)"
+        )
     twins = _twins.setdefault(model, {})
     if memory_kind() not in twins:
         twins[memory_kind()] = GPT(model.config, model.params)

@@ -75,6 +75,7 @@ def feature_layers_of(cfg: GPTConfig, feature_layers=None) -> tuple[int, ...]:
 def eagle_param_shapes(cfg: GPTConfig, feature_layers=None) -> dict[str, tuple[int, ...]]:
     # the fusion layer and one block named as the target's block 0 ("h.0.ln_1.weight", ...),
     # and with more than one feature layer the reduction R, r (EAGLE-3)
+    check_gpt2_target(cfg)
     C = cfg.n_embd
     layers = feature_layers_of(cfg, feature_layers)
     block = {
@@ -82,6 +83,20 @@ def eagle_param_shapes(cfg: GPTConfig, feature_layers=None) -> dict[str, tuple[i
     }
     reduce = {REDUCE[0]: (len(layers) * C, C), REDUCE[1]: (C,)} if len(layers) > 1 else {}
     return {FUSE[0]: (2 * C, C), FUSE[1]: (C,)} | reduce | block
+
+
+def check_gpt2_target(cfg) -> None:
+    # The drafter's block is a GPT-2 block (LayerNorm, GELU, a learned position table behind
+    # the target's features) and its weights are trained against one target. A Llama-family
+    # target would need a Llama block trained on it, which no script makes yet: refused by
+    # name here (init_eagle_params, check_eagle_params and EagleDrafter all pass through).
+    if not isinstance(cfg, GPTConfig):
+        family = getattr(cfg, "model_type", type(cfg).__name__)
+        raise ValueError(
+            f"the EAGLE drafter is built and trained for a GPT-2 target; no EAGLE drafter for "
+            f"this Llama-family target ({family}) is given: train one with `{TRAIN_COMMAND}` "
+            f"(GPT-2 targets only so far)"
+        )
 
 
 def init_eagle_params(

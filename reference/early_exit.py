@@ -8,6 +8,9 @@ The draft model is the target cut after block L'-1 plus an exit head:
 (LN_exit is the target's final LayerNorm, or one trained on the frozen target, optionally
 after a small residual adapter x + x W + b: see specdec/training/train_heads.py.) It shares every
 array with the target: nothing is copied, and an edit of the target's weights is seen.
+Either family runs it: on a Llama-family target (reference/llama.py) LN_exit is its RMSNorm
+and wte^T its output layer; a trained exit norm exists for GPT-2 targets only, and is refused
+for another.
 
 Why the verification pass can start at layer L'. Blocks 0..L'-1 of the target, run over
 the round's rows, give exactly the residual stream x_L' and the K/V that the drafter
@@ -30,22 +33,37 @@ draft's K/V can never reach a later round.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
 
 from reference.checks import check_finite, check_positive_int
+from reference.config import GPTConfig
 from reference.drafters import Draft, ModelDrafter, SharedLayers
 from reference.model import GPT
 
 EXIT_ADAPTER = ("exit.proj.weight", "exit.proj.bias")  # optional: [C, C], [C]
 EXIT_NORM = ("exit.ln.weight", "exit.ln.bias")  # optional: [C], [C] (default: the target's ln_f)
+# Where a parameter name says which block it belongs to: GPT-2's "h.{i}." and the Llama
+# family's "model.layers.{i}." (reference/llama.py). Everything else (embeddings, the final
+# norm, an untied lm_head) is shared by every cut of the model.
+BLOCK_NAME = re.compile(r"^(?:h|model\.layers)\.(\d+)\.")
+TRAIN_HEADS = "python -m specdec.training.train_heads"
+
+
+def block_of(name: str) -> int | None:
+    # "h.3.attn.c_attn.weight" or "model.layers.3.mlp.up_proj.weight" -> 3; "wte.weight" -> None
+    match = BLOCK_NAME.match(name)
+    return None if match is None else int(match.group(1))
 
 
 def lower_layers(target: GPT, n_layer: int, exit_norm: tuple | None = None) -> GPT:
-    # -> a GPT made of the target's embeddings and blocks 0..n_layer-1 (the same arrays,
-    # not copies), whose "ln_f" is the exit norm: its forward is the draft's q, its cache
-    # holds n_layer blocks
+    # -> a model of the target's family (GPT, Llama) made of its embeddings, blocks
+    # 0..n_layer-1 and output layer (the same arrays, not copies), whose "ln_f" is the exit
+    # norm: its forward is the draft's q, its cache holds n_layer blocks. Only the block
+    # names differ between the families (`block_of`); the cut model asks its own class for
+    # the rest (a Llama's "ln_f" is its model.norm).
     L = target.config.n_layer
     n_layer = check_positive_int(n_layer, "n_layer (the exit layer L')")
     if n_layer >= L:
@@ -53,13 +71,13 @@ def lower_layers(target: GPT, n_layer: int, exit_norm: tuple | None = None) -> G
             f"the exit layer L' must be below the target's {L} blocks, got {n_layer}: "
             f"drafting with every block is the target itself"
         )
-    kept = {f"h.{i}." for i in range(n_layer)}
     params = {
         name: w
         for name, w in target.params.items()
-        if not name.startswith("h.") or name[: name.index(".", 2) + 1] in kept
+        if block_of(name) is None or block_of(name) < n_layer
     }
     if exit_norm is not None:
+        check_gpt2_exit_norm(target)
         params["ln_f.weight"], params["ln_f.bias"] = exit_norm
     return type(target)(replace(target.config, n_layer=n_layer), params)
 
@@ -122,6 +140,19 @@ class EarlyExitDrafter(ModelDrafter):
             w, b = self.adapter
             x = x + x @ w + b
         return self.model.logits(self.model.norm(x, "ln_f"))
+
+
+def check_gpt2_exit_norm(target: GPT) -> None:
+    # A trained exit norm is a LayerNorm (weight and bias) fitted to a GPT-2 target; a
+    # Llama-family target's final norm is an RMSNorm with no bias, and no exit head has been
+    # trained for one. Its own final norm (no head) works on either family.
+    if not isinstance(target.config, GPTConfig):
+        raise ValueError(
+            f"this early-exit head (exit.ln.*) was trained for a GPT-2 target; no trained exit "
+            f"head for this Llama-family target ({target.config.model_type}) is given: train "
+            f"one with `{TRAIN_HEADS}` (GPT-2 targets only so far), or draft without a head "
+            f"(the target's own final norm and output layer)"
+        )
 
 
 def check_exit_head(head, n_embd: int) -> dict[str, np.ndarray]:

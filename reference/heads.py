@@ -5,13 +5,16 @@ After a round, the target has sampled token t from the row whose final hidden st
 the same h to guess the token i+1 places after t, i.e. i+2 places after h's position:
 
     z_i = h + SiLU(h W_i + b_i)                  a residual block per head   W_i [C, C]
-    q_i = softmax(z_i @ wte^T)  (sampling transform applied)    the tied output layer
+    q_i = softmax(z_i @ wte^T)  (sampling transform applied)    the target's output layer
 
 Drafting costs no target forward: the round's verification pass already produced h
 (`observe(h)`, called by the round and by prefill). Draft x_{i+1} is sampled from q_i (or
 is its argmax at greedy) and q_i is the row handed to `verify`: q_i depends only on
 committed tokens, so the output law is exactly the target's whatever the heads learned.
 Heads are trained on the frozen target (specdec/training/train_heads.py) and shipped small.
+Nothing here is GPT-2's: h is what the target's output layer reads (after its final norm), and
+the scores come from `target.logits`: the same code drafts for a Llama-family target (its
+lm_head, tied or not); only the training script is GPT-2's so far.
 """
 
 from __future__ import annotations

@@ -136,7 +136,8 @@ class GPT:
         capacity = cfg.n_ctx if capacity is None else capacity
         if capacity > cfg.n_ctx:
             raise ValueError(f"cache capacity {capacity} exceeds the model's n_ctx {cfg.n_ctx}")
-        return self.cache_type(cfg.n_layer, cfg.n_head, cfg.head_size, capacity)
+        # n_kv_head: the heads that have keys and values (all of GPT-2's; fewer with GQA)
+        return self.cache_type(cfg.n_layer, cfg.n_kv_head, cfg.head_size, capacity)
 
     cache_type = KVCache  # what new_cache makes (the GPU twin's model makes its own kind)
 
@@ -338,11 +339,13 @@ def check_feature_layers(layers, n_layer: int) -> tuple[int, ...]:
 
 
 def check_cache_fits(cache: KVCache, cfg: GPTConfig) -> None:
-    L, nh, _, hs = cache.k.shape
-    if (L, nh, hs) != (cfg.n_layer, cfg.n_head, cfg.head_size):
+    # cfg: a GPTConfig or a LlamaConfig; both name the cache's heads n_kv_head
+    L, nkv, _, hs = cache.k.shape
+    if (L, nkv, hs) != (cfg.n_layer, cfg.n_kv_head, cfg.head_size):
         raise ValueError(
-            f"this cache was made for another model (layers, heads, head size = {(L, nh, hs)}, "
-            f"the model has {(cfg.n_layer, cfg.n_head, cfg.head_size)}); use model.new_cache()"
+            f"this cache was made for another model (layers, key/value heads, head size = "
+            f"{(L, nkv, hs)}, the model has {(cfg.n_layer, cfg.n_kv_head, cfg.head_size)}); "
+            f"use model.new_cache()"
         )
 
 

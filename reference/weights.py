@@ -14,6 +14,10 @@ and the config can be compared with the tensors' shapes *before* anything is all
 
 Hugging Face names (``transformer.h.0.attn.c_attn.weight``) map to ours by dropping the
 ``transformer.`` prefix; ``lm_head.weight`` is the tied token embedding.
+
+The Llama family (llama, qwen2, mistral: `read_llama`, `load_llama`) keeps the checkpoint's
+names as they are, reads sharded folders (``model.safetensors.index.json``) and widens
+bfloat16 to float32 by hand (`read_bfloat16`); `load_model` picks the reader by model_type.
 """
 
 from __future__ import annotations
@@ -31,14 +35,16 @@ import numpy as np
 import safetensors.numpy
 from safetensors import SafetensorError
 
-from reference.config import GPTConfig
+from reference.config import LLAMA_TYPES, GPTConfig, LlamaConfig
 from reference.eagle import FILES as EAGLE_FILES
 from reference.eagle import TRAIN_COMMAND as TRAIN_EAGLE
 from reference.eagle import EagleDrafter
+from reference.llama import Llama, expected_llama_param_shapes
 from reference.model import GPT, expected_param_shapes
 
-# the dtypes we load (each becomes float32); bf16 has no NumPy dtype, see `check_entry`
-SAFETENSORS_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64}
+# the dtypes we load (each becomes float32); bf16 has no NumPy dtype, see `read_bfloat16`
+# (for bf16, uint16 stands in for its two bytes: `read_bfloat16` widens them to float32)
+SAFETENSORS_DTYPES = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32, "F64": np.float64}
 NUMPY_TO_SAFETENSORS = {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32"}
 # buffers that some transformers versions store next to the weights; they are not parameters
 IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias")
@@ -57,8 +63,9 @@ class CheckpointError(ValueError):
 # ------------------------------------------------------------------ the safetensors header
 
 
-def read_header(path: str | Path) -> dict[str, dict]:
+def read_header(path: str | Path, bfloat16: bool = False) -> dict[str, dict]:
     """The tensor entries of a .safetensors header, checked; nothing of the data is read.
+    bfloat16: whether BF16 entries are accepted (the Llama family's reader widens them).
 
     -> {name: {"dtype": str, "shape": [ints], "data_offsets": [begin, end]}}"""
     path = Path(path)
@@ -82,7 +89,7 @@ def read_header(path: str | Path) -> dict[str, dict]:
         raise CheckpointError(f"{path} is corrupt: __metadata__ must map names to strings")
     entries = {name: info for name, info in header.items() if name != "__metadata__"}
     for name, info in entries.items():
-        check_entry(path, name, info)
+        check_entry(path, name, info, bfloat16)
     check_tiling(path, entries, size - 8 - header_len)
     return entries
 
@@ -115,7 +122,7 @@ def is_count(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
-def check_entry(path: Path, name: str, info) -> None:
+def check_entry(path: Path, name: str, info, bfloat16: bool = False) -> None:
     # one header entry: a dtype we read, a shape of counts, [begin, end] that fit the shape
     where = f"{path}: tensor {name!r}"
     if not isinstance(info, dict):
@@ -124,13 +131,14 @@ def check_entry(path: Path, name: str, info) -> None:
     if missing:
         raise CheckpointError(f"{where} has no {' or '.join(missing)}")
     dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-    if dtype == "BF16":
+    if dtype == "BF16" and not bfloat16:
         raise CheckpointError(
             f"{where} is bfloat16, which NumPy cannot hold; save the model in float32 or "
             f"float16 (e.g. model.float().save_pretrained(...)) and load that"
         )
     if dtype not in SAFETENSORS_DTYPES:
-        raise CheckpointError(f"{where} has unsupported dtype {dtype!r} (F16, F32 or F64)")
+        known = "BF16, F16, F32 or F64" if bfloat16 else "F16, F32 or F64"
+        raise CheckpointError(f"{where} has unsupported dtype {dtype!r} ({known})")
     if not isinstance(shape, list) or not all(is_count(n) for n in shape):
         raise CheckpointError(f"{where}: shape must be a list of integers >= 0, got {shape!r}")
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(is_count, offsets))):
@@ -220,7 +228,7 @@ def read_config(directory: Path) -> GPTConfig:
     arch = d.get("model_type")
     if arch != "gpt2":
         raise CheckpointError(
-            f"{path}: model_type {arch!r} is not supported; only GPT-2 checkpoints load"
+            f"{path}: model_type {arch!r} is not GPT-2 (`load_model` reads every family)"
         )
     missing = [key for key in REQUIRED_CONFIG_KEYS if key not in d]
     if missing:
@@ -335,6 +343,182 @@ def save_gpt2(model: GPT, directory: str | Path, dtype=np.float16, metadata=None
     (directory / "config.json").write_text(json.dumps(model.config.to_hf_dict(), indent=2) + "\n")
     tensors = {HF_PREFIX + k: v.astype(dtype) for k, v in model.params.items()}
     write_safetensors(directory / "model.safetensors", tensors, metadata or {"format": "pt"})
+
+
+# ------------------------------------------------------------------ the Llama family
+
+# rotary tables that some conversions saved beside the weights; they are not parameters (the
+# model computes its rotations from rope_theta), so they are skipped, never compared
+LLAMA_IGNORED_SUFFIXES = (".rotary_emb.inv_freq",)
+LLAMA_BLOCK_NAME = re.compile(r"model\.layers\.(\d+)\.")
+EMBEDDING, LM_HEAD = "model.embed_tokens.weight", "lm_head.weight"
+SINGLE_FILE, INDEX_FILE = "model.safetensors", "model.safetensors.index.json"
+
+
+def read_bfloat16(path: Path, info: dict) -> np.ndarray:
+    """One bfloat16 tensor of a .safetensors file, widened to float32.
+
+    NumPy has no bfloat16, so the library's NumPy API cannot hand one over. bfloat16 is the
+    top half of a float32 (sign, the same 8 exponent bits, 7 of the 23 mantissa bits), so
+    shifting its 16 bits left by 16 gives the float32 of exactly the same value: the widening
+    is exact, needs no new dependency, and the model computes in float32 anyway."""
+    with path.open("rb") as f:
+        (header_len,) = struct.unpack("<Q", f.read(8))
+        begin, end = info["data_offsets"]
+        f.seek(8 + header_len + begin)
+        raw = f.read(end - begin)
+    bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+    return bits.view(np.float32).reshape(info["shape"])
+
+
+def read_tensors(path: Path, header: dict[str, dict], names) -> dict[str, np.ndarray]:
+    # the named tensors of one file as float32: bfloat16 widened by hand, the others through
+    # the library (float16 / float32 / float64, as for GPT-2)
+    bf16 = [name for name in names if header[name]["dtype"] == "BF16"]
+    out = {name: read_bfloat16(path, header[name]) for name in bf16}
+    rest = [name for name in names if name not in out]
+    try:
+        with safetensors.safe_open(path, framework="np") as f:
+            out.update({name: f.get_tensor(name).astype(np.float32) for name in rest})
+    except (SafetensorError, OSError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{path} cannot be read by safetensors: {err}") from None
+    return out
+
+
+def read_llama_config(directory: Path) -> LlamaConfig:
+    path = directory / "config.json"
+    d = read_json_object(path)
+    arch = d.get("model_type")
+    if arch not in LLAMA_TYPES:
+        raise CheckpointError(
+            f"{path}: model_type {arch!r} is not of the Llama family ({', '.join(LLAMA_TYPES)})"
+        )
+    try:  # LlamaConfig refuses, by name, what the code does not implement (sliding windows, ...)
+        return LlamaConfig.from_hf_dict(d)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{path}: {err}") from None
+
+
+def shard_headers(directory: Path) -> dict[Path, dict[str, dict]]:
+    """{weights file: its checked header}: model.safetensors, or every shard an index
+    names; each tensor the index lists must be in the shard it names, and no other."""
+    single, index = directory / SINGLE_FILE, directory / INDEX_FILE
+    if single.is_file():
+        return {single: read_header(single, bfloat16=True)}
+    if not index.is_file():
+        bins = sorted(p.name for p in directory.glob("*.bin"))
+        hint = f" (found {bins}: pickled weights are never loaded; convert to safetensors)"
+        message = f"neither {SINGLE_FILE} nor {INDEX_FILE} found in {directory}"
+        raise CheckpointError(message + (hint if bins else ""))
+    weight_map = read_json_object(index).get("weight_map")
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(v, str) and v == Path(v).name and v not in ("", ".", "..")
+        for v in weight_map.values()
+    ):
+        raise CheckpointError(
+            f'{index}: "weight_map" must map each tensor name to a file name in {directory}'
+        )
+    headers = {}
+    for shard in sorted(set(weight_map.values())):
+        if not (directory / shard).is_file():
+            listed = sum(v == shard for v in weight_map.values())
+            raise CheckpointError(
+                f"{index} lists shard {shard!r} ({listed} tensors), which is not in {directory}"
+            )
+        headers[directory / shard] = read_header(directory / shard, bfloat16=True)
+    for path, header in headers.items():
+        for name in header:
+            if weight_map.get(name) != path.name:
+                raise CheckpointError(
+                    f"{path} holds tensor {name!r}, which {index.name} places in "
+                    f"{weight_map.get(name)!r}"
+                )
+    for name, shard in weight_map.items():
+        if name not in headers[directory / shard]:
+            raise CheckpointError(f"{index.name} places tensor {name!r} in {shard}, which lacks it")
+    return headers
+
+
+def check_llama_shapes(cfg: LlamaConfig, shapes: dict[str, tuple], source: str) -> None:
+    # as `check_against_config`: blocks counted before the table of shapes is built
+    blocks = {int(m.group(1)) for name in shapes if (m := LLAMA_BLOCK_NAME.match(name))}
+    if len(blocks) != cfg.n_layer:
+        raise CheckpointError(
+            f"{source}: config.json says num_hidden_layers={cfg.n_layer}, the files hold "
+            f"{len(blocks)} decoder layers"
+        )
+    expected = expected_llama_param_shapes(cfg)
+    # a tied model's output layer is its embedding: a file may still store it (checked equal)
+    optional = {LM_HEAD: expected[EMBEDDING]} if LM_HEAD not in expected else {}
+    missing = sorted(set(expected) - set(shapes))
+    if missing:
+        raise CheckpointError(f"{source}: tensors missing: {missing[:5]} ({len(missing)} in all)")
+    for name, shape in {**expected, **optional}.items():
+        if name in shapes and tuple(shapes[name]) != tuple(shape):
+            raise CheckpointError(
+                f"{source}: tensor {name!r} has shape {list(shapes[name])}, config.json "
+                f"implies {list(shape)}"
+            )
+    unknown = sorted(set(shapes) - set(expected) - set(optional))
+    if unknown:
+        raise CheckpointError(
+            f"{source}: unexpected tensors {unknown[:5]} ({len(unknown)} in all) that "
+            f"{type(cfg).__name__} has no place for"
+        )
+
+
+def read_llama(directory: str | Path) -> tuple[LlamaConfig, dict[str, np.ndarray]]:
+    """A Llama-family folder (config.json + model.safetensors or a sharded index) ->
+    (config, {checkpoint key: float32 array}), keys as the file names them.
+
+    The order is load_gpt2's: config, headers, config against headers, and only then the
+    bytes, so a bad checkpoint is refused before its claims are allocated."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"checkpoint directory not found: {directory}")
+    cfg = read_llama_config(directory)
+    headers = shard_headers(directory)
+    source = str(next(iter(headers)) if len(headers) == 1 else directory / INDEX_FILE)
+    kept = {
+        path: [name for name in header if not name.endswith(LLAMA_IGNORED_SUFFIXES)]
+        for path, header in headers.items()
+    }
+    shapes = {name: tuple(headers[p][name]["shape"]) for p, names in kept.items() for name in names}
+    check_llama_shapes(cfg, shapes, source)
+    params = {}
+    for path, names in kept.items():
+        params.update(read_tensors(path, headers[path], names))
+    check_finite_weights(params, source)
+    if LM_HEAD in params and LM_HEAD not in expected_llama_param_shapes(cfg):
+        if not np.array_equal(params.pop(LM_HEAD), params[EMBEDDING]):
+            raise CheckpointError(
+                f"{source}: config.json ties the output layer to the embedding, but "
+                f"{LM_HEAD} differs from {EMBEDDING}"
+            )
+    return cfg, params
+
+
+def load_llama(directory: str | Path) -> Llama:
+    """A Llama-family checkpoint folder (llama, qwen2, mistral) as a `Llama`."""
+    cfg, params = read_llama(directory)
+    return Llama(cfg, params)
+
+
+def load_model(directory: str | Path) -> GPT | Llama:
+    """Any checkpoint folder this project reads: GPT-2 or the Llama family, by config.json's
+    model_type."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"checkpoint directory not found: {directory}")
+    arch = read_json_object(directory / "config.json").get("model_type")
+    if arch == "gpt2":
+        return load_gpt2(directory)
+    if arch in LLAMA_TYPES:
+        return load_llama(directory)
+    raise CheckpointError(
+        f"{directory / 'config.json'}: model_type {arch!r} is not supported "
+        f"(gpt2, {', '.join(LLAMA_TYPES)})"
+    )
 
 
 # ------------------------------------------------------------------ an EAGLE drafter's folder

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from reference.eagle import TRAIN_COMMAND as TRAIN_EAGLE
-from reference.eagle import init_eagle_params
+from reference.eagle import check_gpt2_target, init_eagle_params
+from reference.llama import Llama
 from reference.tree import POINT
 from specdec.bundled import MODELS_DIR, SELF_DRAFT_DIR, load_exit_head, load_heads
 from specdec.fast_cpu import FastGPT
@@ -90,12 +91,12 @@ def make_drafter(
         head = None if self_draft_dir is None else load_exit_head(exit_layer, self_draft_dir)
         return core.EarlyExitDrafter(target, exit_layer, head, min_confidence)
     if name == "heads":
-        return core.HeadsDrafter(target, trained_heads(self_draft_dir))
+        return core.HeadsDrafter(target, trained_heads(self_draft_dir, target))
     if name in ("tree", "tree-wide"):
         widths = tree_widths or TREE_WIDTHS[name]
         return tree_module(core).ModelTreeDrafter(draft, widths, POINT)
     if name == "tree-heads":
-        heads = core.HeadsDrafter(target, trained_heads(self_draft_dir))
+        heads = core.HeadsDrafter(target, trained_heads(self_draft_dir, target))
         widths = tree_widths or TREE_WIDTHS[name]
         return tree_module(core).HeadsTreeDrafter(heads, widths, HEADS_TREE_NODES)
     # "longest": copy from the occurrence followed by the most tokens; it beat "recent" on
@@ -110,8 +111,28 @@ def make_drafter(
         target.n_vocab, target.config.n_ctx, max_ngram=4, min_ngram=3, prefer="longest"
     )
     if name == "lookup+heads":
-        return core.HybridDrafter(lookup, core.HeadsDrafter(target, trained_heads(self_draft_dir)))
+        return core.HybridDrafter(
+            lookup, core.HeadsDrafter(target, trained_heads(self_draft_dir, target))
+        )
     return core.HybridDrafter(lookup, model_drafter(core, draft, min_confidence))
+
+
+# the drafters made of parts trained on one target (an exit head, extra heads, EAGLE): a pair
+# that has none of them for its target cannot run these (`refusal`)
+TRAINED_PART_DRAFTERS = ("early-exit", "heads", "lookup+heads", "tree-heads", *EAGLE_DRAFTERS)
+
+
+def refusal(name: str, core, target, draft, **options) -> str | None:
+    # -> why this pair cannot run drafter `name` (make_drafter's one-line error), or None.
+    # Only drafters with trained parts can be refused; they are built once here and dropped
+    # (the method table asks before it measures anything, and leaves the refused ones out)
+    if name not in TRAINED_PART_DRAFTERS:
+        return None
+    try:
+        make_drafter(name, core, target, draft, **options)
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 def model_drafter(core, draft, min_confidence: float | None):
@@ -143,7 +164,14 @@ def describe_tree(
     return text + f"{candidates} candidates)"
 
 
-def trained_heads(self_draft_dir) -> dict:
+def trained_heads(self_draft_dir, target) -> dict:
+    if self_draft_dir is None and isinstance(target, Llama):
+        raise ValueError(
+            "the extra heads were trained for a GPT-2 target; no trained heads for this "
+            f"Llama-family target ({target.config.model_type}) are given: train them with "
+            "`python -m specdec.training.train_heads` (GPT-2 targets only so far) and pass "
+            "--self-draft DIR"
+        )
     if self_draft_dir is None:
         raise ValueError(
             "the heads drafter needs extra heads trained on this target: train them with "
@@ -157,6 +185,7 @@ def eagle_drafter(core, target, eagle_dir, seed: int = 0):
     # -> the EagleDrafter of `core` for `target`: the weights trained on it (models/eagle/ for
     # the bundled target, through load_eagle), or untrained ones for --random
     eagle = importlib.import_module(f"{core.__name__}.eagle")
+    check_gpt2_target(target.config)  # a Llama-family target: no EAGLE drafter, said by name
     if eagle_dir is None:
         raise ValueError(
             "the eagle drafter needs EAGLE weights trained on this target: train them with "

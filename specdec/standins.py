@@ -12,14 +12,15 @@ from reference.tokenizer import VOCAB_SIZE
 
 
 def noisy_copy(model: GPT, noise: float, seed: int) -> GPT:
-    """The same model with N(0, noise^2) added to every weight matrix (LayerNorm gains and
-    biases kept): a draft that agrees with the target often, not always."""
+    """The same model with N(0, noise^2) added to every weight matrix (norm gains and biases
+    kept): a draft that agrees with the target often, not always. Either family: the copy is
+    of the model's own class (GPT or reference.llama.Llama)."""
     rng = np.random.default_rng(seed)
     params = {
         name: (w + noise * rng.standard_normal(w.shape)).astype(np.float32) if w.ndim == 2 else w
         for name, w in sorted(model.params.items())
     }
-    return GPT(model.config, params)
+    return type(model)(model.config, params)
 
 
 def random_pair(seed: int) -> tuple[GPT, GPT]:

@@ -4,7 +4,7 @@ Two kinds, picked by what the checkpoint folder holds:
 
 * byte-level (reference/tokenizer.py), for a folder without ``tokenizer.json`` such as the
   bundled pair: ids 0..255 are bytes, 256 ends a sequence. No file, no library.
-* the folder's ``tokenizer.json`` (Hugging Face GPT-2, distilgpt2, ...), read with the
+* the folder's ``tokenizer.json`` (GPT-2, distilgpt2, SmolLM2, Qwen2.5, ...), read with the
   ``tokenizers`` library. It lives here at the edge, not in the core: the core only ever
   sees token ids.
 
@@ -22,8 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from reference import tokenizer as byte_tokenizer
+from reference.llama import Llama
 from reference.model import GPT
-from reference.weights import CheckpointError, load_gpt2, read_json_object
+from reference.weights import CheckpointError, load_model, read_json_object
 
 
 class ByteTokenizer:
@@ -141,7 +142,7 @@ def check_same_tokenizer(target_tok, draft_tok, target_dir, draft_dir) -> None:
         )
 
 
-def check_fits(model: GPT, tokenizer, source) -> None:
+def check_fits(model: GPT | Llama, tokenizer, source) -> None:
     """Refuse a model whose vocabulary is not the tokenizer's, before any text is made."""
     V = model.n_vocab
     if V != tokenizer.vocab_size:
@@ -158,14 +159,15 @@ def check_fits(model: GPT, tokenizer, source) -> None:
 
 @dataclass(frozen=True)
 class TextPair:
-    target: GPT
-    draft: GPT
+    target: GPT | Llama
+    draft: GPT | Llama
     tokenizer: ByteTokenizer | HFTokenizer  # shared by both models
 
 
 def load_text_pair(target_dir: str | Path, draft_dir: str | Path) -> TextPair:
-    """A target/draft checkpoint pair and the one tokenizer they share, every check done
-    (checkpoints, shared tokenizer, vocabularies) before a token is generated.
+    """A target/draft checkpoint pair (GPT-2 or the Llama family, by each config.json's
+    model_type) and the one tokenizer they share, every check done (checkpoints, shared
+    tokenizer, vocabularies) before a token is generated.
 
         pair = load_text_pair("gpt2-medium", "gpt2")
         res = speculative_generate(pair.target, ModelDrafter(pair.draft),
@@ -176,7 +178,7 @@ def load_text_pair(target_dir: str | Path, draft_dir: str | Path) -> TextPair:
     target_dir, draft_dir = Path(target_dir), Path(draft_dir)
     target_tok, draft_tok = tokenizer_of(target_dir), tokenizer_of(draft_dir)
     check_same_tokenizer(target_tok, draft_tok, target_dir, draft_dir)
-    target, draft = load_gpt2(target_dir), load_gpt2(draft_dir)
+    target, draft = load_model(target_dir), load_model(draft_dir)
     check_fits(target, target_tok, target_dir)
     check_fits(draft, target_tok, draft_dir)
     return TextPair(target, draft, target_tok)

@@ -218,6 +218,7 @@ LONGEST_FILES = (
     "twin/test_twin_drafters.py",  # 35
     "distribution/test_power.py",  # 34
     "distribution/test_adaptive_draft_law.py",  # 32
+    "distribution/test_llama_laws.py",  # ~30 (issue 48; the twin's run: 0, skipped)
     "twin/test_device_script.py",  # 24
     "distribution/test_proposal_laws.py",  # ~25 (issue 51: 27 s of CPU under load, both backends)
     "distribution/test_lookup_law.py",  # 15 (16)

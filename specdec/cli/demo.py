@@ -9,7 +9,14 @@ from pathlib import Path
 import numpy as np
 
 from reference.sampling import SamplingParams
-from specdec.cli.inputs import backend_core, eagle_dir, load_pair, load_plain_pair, self_draft_dir
+from specdec.cli.inputs import (
+    backend_core,
+    check_twin_runs,
+    eagle_dir,
+    load_pair,
+    load_plain_pair,
+    self_draft_dir,
+)
 from specdec.cli.options import (
     HelpWithDefaults,
     add_model_options,
@@ -113,6 +120,7 @@ def cmd_demo(args) -> int:
     core, where = backend_core(args)
     if args.backend == "gpu":  # the plain weights, copied to the device once
         target, draft, tokenizer, source = load_plain_pair(args)
+        check_twin_runs(target, draft)
         target, draft = core.GPT(target.config, target.params), core.GPT(draft.config, draft.params)
     else:
         target, draft, tokenizer, source = load_pair(args)

@@ -12,6 +12,7 @@ import numpy as np
 
 import reference
 from reference.eagle import FILES as EAGLE_FILES
+from reference.llama import Llama
 from reference.model import GPT
 from specdec.bundled import MODELS_DIR as BUNDLED
 from specdec.bundled import bundled_pair_available
@@ -25,10 +26,36 @@ from specdec.text import ByteTokenizer, load_text_pair
 def load_pair(args) -> tuple[GPT, GPT, object, str]:
     # -> (target, draft, the tokenizer they share, a line saying where they came from)
     target, draft, tokenizer, source = load_plain_pair(args)
-    if args.plain:
-        return target, draft, tokenizer, source + ", plain model"
-    fast_source = source + ", CPU fast path (docs/fast-path.md)"
-    return fast(target), fast(draft), tokenizer, fast_source
+    target, draft, source = fast_pair(target, draft, source, args.plain)
+    return target, draft, tokenizer, source
+
+
+FAST_PATH_GPT2_ONLY = "plain model: the CPU fast path runs GPT-2 models only so far"
+
+
+def runs_fast(target, draft) -> bool:
+    # the fast path compiles GPT-2's block; a Llama-family model runs plain (said in the
+    # "models:" line, not an error: the plain model gives the same tokens, only slower)
+    return not (isinstance(target, Llama) or isinstance(draft, Llama))
+
+
+def fast_pair(target, draft, source: str, plain: bool) -> tuple[GPT, GPT, str]:
+    # -> the pair on the CPU fast path, unless --plain or a model it does not run, with the
+    # source line saying which
+    if plain:
+        return target, draft, source + ", plain model"
+    if not runs_fast(target, draft):
+        return target, draft, f"{source}, {FAST_PATH_GPT2_ONLY}"
+    return fast(target), fast(draft), source + ", CPU fast path (docs/fast-path.md)"
+
+
+def check_twin_runs(target, draft) -> None:
+    # --backend gpu: the twin mirrors GPT-2 only so far (gpu.model.as_twin_model refuses too)
+    if isinstance(target, Llama) or isinstance(draft, Llama):
+        raise ValueError(
+            "--backend gpu: the GPU twin runs GPT-2 models only so far; run this "
+            "Llama-family pair with --backend cpu"
+        )
 
 
 def load_plain_pair(args) -> tuple[GPT, GPT, object, str]:

@@ -34,6 +34,7 @@ import math
 import numpy as np
 
 from reference.config import GPTConfig
+from reference.llama import Llama
 from reference.model import GPT, attention, causal_mask, gelu
 from specdec.fast_cpu import compiled, step
 from specdec.fast_cpu.plan import (
@@ -274,6 +275,11 @@ def fast(model: GPT, tricks: str = "measure") -> FastGPT:
     computations, in the fast model's weight layout)."""
     if tricks not in TRICK_CHOICES:
         raise ValueError(f"tricks must be one of {TRICK_CHOICES}, got {tricks!r}")
+    if isinstance(model, Llama):  # its compiled steps are GPT-2's block
+        raise ValueError(
+            "the CPU fast path runs GPT-2 models only so far; run a Llama-family model "
+            "plain (--plain, or without fast())"
+        )
     forced = {"all": TrickPlan.all_tricks(), "none": TrickPlan.no_tricks()}.get(tricks)
     # FastGPT copies the linear weights into its own read-only layouts; the rest is copied
     # here, so that the two models share nothing

@@ -358,12 +358,13 @@ def run_transformers_rows(
     """transformers' assisted generation (torch CPU, one thread) vs our speculative loop on
     the same pair, prompts, k and early-stop rule, interleaved in the same repeats. Needs
     torch. Both are timed end to end (transformers' prefill cannot be separated)."""
+    # AutoModelForCausalLM: the class config.json names, GPT2LMHeadModel or a Llama family's
     import torch
-    from transformers import GPT2LMHeadModel
+    from transformers import AutoModelForCausalLM
 
     torch.set_num_threads(1)  # one thread: two showed large timing outliers here
-    hf_target = GPT2LMHeadModel.from_pretrained(target_dir, torch_dtype=torch.float32).eval()
-    hf_draft = GPT2LMHeadModel.from_pretrained(draft_dir, torch_dtype=torch.float32).eval()
+    hf_target = AutoModelForCausalLM.from_pretrained(target_dir, torch_dtype=torch.float32).eval()
+    hf_draft = AutoModelForCausalLM.from_pretrained(draft_dir, torch_dtype=torch.float32).eval()
     hf_draft.generation_config.num_assistant_tokens = k
     hf_draft.generation_config.num_assistant_tokens_schedule = "constant"
     # transformers stops drafting below the assistant's confidence threshold (0.4 unless

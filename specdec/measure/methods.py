@@ -154,7 +154,11 @@ def equal_nodes_lines(reports: dict[str, BenchReport]) -> list[str]:
     ]
 
 
-def methods_markdown(reports: dict[str, BenchReport], machine: str, command: str) -> str:
+def methods_markdown(
+    reports: dict[str, BenchReport], machine: str, command: str, refused: dict | None = None
+) -> str:
+    # refused: {drafter: why} for the drafters this pair cannot run (no trained parts for
+    # its target), listed by name under the tables
     first = next(iter(reports.values()))
     lines = [
         f"Machine: {machine}",
@@ -188,4 +192,7 @@ def methods_markdown(reports: dict[str, BenchReport], machine: str, command: str
         for t in sorted({p.temperature for p in report.points}):
             lines += ["", f"{set_name}, T = {t:g}", ""]
             lines += HEADER + [method_row(p) for p in report.points if p.temperature == t]
+    if refused:
+        lines += ["", "Not run on this pair:", ""]
+        lines += [f"- {name}: {why}" for name, why in refused.items()]
     return "\n".join(lines) + "\n"

@@ -33,8 +33,9 @@ from functools import cache
 import numpy as np
 from scipy import optimize, stats
 
-from reference.config import GPTConfig
+from reference.config import GPTConfig, LlamaConfig
 from reference.drafters import Draft, ModelDrafter
+from reference.llama import Llama, init_llama_params
 from reference.lookup import HybridDrafter, LookupDrafter
 from reference.model import GPT, init_params
 from reference.sampling import SamplingParams, probabilities
@@ -575,7 +576,8 @@ def emitted_counts(round_counts: Counter) -> Counter:
 
 @dataclass(frozen=True)
 class LoopSetup:
-    """One configuration of the whole loop: a target / draft pair of tiny random GPTs."""
+    """One configuration of the whole loop: a target / draft pair of tiny random models of
+    one family (`family`: "gpt2", or "llama" for `tiny_llama`'s RoPE + GQA models)."""
 
     name: str
     n_vocab: int
@@ -593,9 +595,14 @@ class LoopSetup:
     lookup: tuple | None = None  # (max_ngram, min_ngram, prefer): draft by prompt lookup
     hybrid: bool = False  # with `lookup`: the lookup when it matches, else the draft model
     fast: bool = False  # the draft model's sampled draws through the compiled draw
+    family: str = "gpt2"  # "llama": both models are tiny_llama's, same sizes
+
+    def __post_init__(self) -> None:
+        if self.family not in TINY_MODELS:
+            raise ValueError(f"{self.name}: family must be one of {sorted(TINY_MODELS)}")
 
     def target_model(self) -> GPT:
-        return tiny_gpt(self.n_vocab, self.n_ctx, *self.target)
+        return TINY_MODELS[self.family](self.n_vocab, self.n_ctx, *self.target)
 
     def make_drafter(self):
         """The drafter the real loop runs: a ModelDrafter (FastModelDrafter: its compiled
@@ -621,7 +628,7 @@ class LoopSetup:
         if len(self.draft) == 2:
             noise, seed = self.draft
             return noisy_copy(self.target_model(), noise * self.target[3], seed)
-        return tiny_gpt(self.n_vocab, self.n_ctx, *self.draft)
+        return TINY_MODELS[self.family](self.n_vocab, self.n_ctx, *self.draft)
 
 
 @cache
@@ -634,9 +641,37 @@ def tiny_gpt(
 
 
 @cache
+def tiny_llama(
+    n_vocab: int, n_ctx: int, n_embd: int, n_layer: int, n_head: int, std: float, seed: int
+) -> Llama:
+    """tiny_gpt's Llama-family twin (RMSNorm, RoPE, SwiGLU), from the same five numbers.
+
+    GQA 2:1 (n_head / 2 key/value heads, so a head-sharing slip shows), and rope_theta 10
+    instead of 10 000: with a head of 4 to 8 features and a 16-token context, 10 000 would
+    leave every pair but the first nearly still, and a wrong position would hardly change a
+    row; at 10 every pair turns by 0.1 to 1 radian per position."""
+    if n_head % 2:
+        raise ValueError(f"tiny_llama shares each key/value head by two: n_head {n_head} is odd")
+    cfg = LlamaConfig(
+        n_vocab=n_vocab,
+        n_ctx=n_ctx,
+        n_embd=n_embd,
+        n_head=n_head,
+        n_layer=n_layer,
+        n_kv_head=n_head // 2,
+        n_inner=2 * n_embd,
+        rope_theta=10.0,
+    )
+    return Llama(cfg, init_llama_params(cfg, np.random.default_rng(seed), std=std))
+
+
+TINY_MODELS = {"gpt2": tiny_gpt, "llama": tiny_llama}  # LoopSetup.family -> its builder
+
+
+@cache
 def noisy_copy(model: GPT, scale: float, seed: int) -> GPT:
     """specdec.standins.noisy_copy, built once per (model, scale, seed): the model's weight
-    matrices plus scale * N(0, 1) noise (LayerNorms and biases kept)."""
+    matrices plus scale * N(0, 1) noise (norm gains and biases kept)."""
     return standins.noisy_copy(model, scale, seed)
 
 

@@ -177,11 +177,23 @@ V4_DRAFT = (0.4, 32)  # target + noise
 V4_SMALL_DRAFT = (8, 1, 2, 0.7, 33)  # an independent, smaller model
 
 
-def exact_setup(name, sampling, k, max_new_tokens, eos_id=None, draft=V4_DRAFT, prompt=(1, 2)):
+def exact_setup(
+    name,
+    sampling,
+    k,
+    max_new_tokens,
+    eos_id=None,
+    draft=V4_DRAFT,
+    prompt=(1, 2),
+    target=V4_TARGET,
+    family="gpt2",
+):
+    # an enumerated setup (n = 0) over V = 4; test_llama_laws.py gives its Llama-family
+    # target and drafts
     return LoopSetup(
         name,
         4,
-        V4_TARGET,
+        target,
         draft,
         prompt,
         k=k,
@@ -190,6 +202,7 @@ def exact_setup(name, sampling, k, max_new_tokens, eos_id=None, draft=V4_DRAFT, 
         eos_id=eos_id,
         n=0,
         seed=0,
+        family=family,
     )
 
 

@@ -17,6 +17,8 @@ from scipy import stats
 
 from specdec.oracle.cases import (
     BATCH_SPREAD_SETUPS,
+    LLAMA_LOOP_SETUPS,
+    LLAMA_MEMBERS,
     LOOKUP_MEMBERS,
     LOOKUP_SETUPS,
     LOOP_MEMBERS,
@@ -115,6 +117,7 @@ CHECKS = [
     c
     for c in [
         *loop_check_laws(),
+        *loop_check_laws(LLAMA_LOOP_SETUPS),
         *loop_check_laws(LOOKUP_SETUPS),
         *loop_check_laws(SELF_DRAFT_SETUPS),
         *verify_check_laws(),
@@ -148,12 +151,14 @@ def test_false_alarm_rate_is_as_stated(name, law, n):
 def test_sample_sizes_give_the_stated_power():
     """cases.py's claims: at Holm's strictest threshold, with power 0.9, the loop checks
     detect an effect of Cohen's w >= 0.06 in the accepted-count laws and >= 0.085 in the
-    token laws; the verify checks w >= 0.064 (0.036 for the A/B output law)."""
-    for name, law, n in loop_check_laws():
-        df = len(merge_cells(law, n)) - 1
-        if df >= 1:
-            bound = 0.085 if name.endswith(":tokens") else 0.06
-            assert detectable_effect(n, df, ALPHA / len(LOOP_MEMBERS)) <= bound, name
+    token laws (the Llama family's setup too, in its family of 3); the verify checks
+    w >= 0.064 (0.036 for the A/B output law)."""
+    for setups, m in ((LOOP_SETUPS, len(LOOP_MEMBERS)), (LLAMA_LOOP_SETUPS, len(LLAMA_MEMBERS))):
+        for name, law, n in loop_check_laws(setups):
+            df = len(merge_cells(law, n)) - 1
+            if df >= 1:
+                bound = 0.085 if name.endswith(":tokens") else 0.06
+                assert detectable_effect(n, df, ALPHA / m) <= bound, name
     for name, law, n in verify_check_laws():
         df = len(merge_cells(law, n)) - 1
         bound = 0.036 if name == "ab:output" else 0.064

@@ -70,15 +70,17 @@ def test_the_checker_sees_a_forbidden_import(tmp_path):
 
 
 def test_the_core_holds_only_core_files():
-    """config, tokenizer, model, KV cache, sampling, verification, drafters (a draft model;
-    prompt lookup and the hybrid; early exit; extra heads), the loops (one sequence, tree
-    drafts, and a ragged batch), the lossy typical-acceptance contrast, checkpoint I/O and
-    input checks, and the records a run returns: nothing else lives in reference/."""
+    """config, tokenizer, model (GPT-2; llama: the Llama family's block), KV cache, sampling,
+    verification, drafters (a draft model; prompt lookup and the hybrid; early exit; extra
+    heads), the loops (one sequence, tree drafts, and a ragged batch), the lossy
+    typical-acceptance contrast, checkpoint I/O and input checks, and the records a run
+    returns: nothing else lives in reference/."""
     expected = {
         "__init__",
         "config",
         "tokenizer",
         "model",
+        "llama",
         "kv_cache",
         "sampling",
         "verification",

@@ -36,8 +36,8 @@ def plain():
 
 
 def test_one_attention_per_backend():
-    """`grep "def .*attention"` over the core and the twin: the model's own, nothing else
-    (the tree and batch copies of the block are gone)."""
+    """`grep "def .*attention"` over the core and the twin: each architecture's own, nothing
+    else (the tree and batch copies of the block are gone)."""
     found = []
     for path in sorted([*(ROOT / "reference").rglob("*.py"), *(ROOT / "gpu").rglob("*.py")]):
         for line in path.read_text().splitlines():
@@ -52,6 +52,9 @@ def test_one_attention_per_backend():
         "gpu/device/fused.py",
         "gpu/device/layers.py",
         "gpu/model.py",
+        "reference/llama.py",
+        "reference/llama.py",
+        "reference/llama.py",
         "reference/model.py",
         "reference/model.py",
         "reference/model.py",
@@ -59,7 +62,9 @@ def test_one_attention_per_backend():
     # reference: attention, GPT.attention_block, GPT.multi_head_attention (the hook both
     # kinds of pass go through); gpu: attention (layers.py), the fused kernel's entry
     # (fused.cached_attention) whose body calls it, with its limits, body and plan, and
-    # GPT.multi_head_attention choosing between them
+    # GPT.multi_head_attention choosing between them; the Llama family's block (a second
+    # architecture, not a copy): grouped_attention, Llama.attention_block and
+    # Llama.rotary_attention (RoPE and the GQA heads, before the shared attention function)
 
 
 def test_a_chain_placed_as_a_tree_is_the_plain_forward(plain):

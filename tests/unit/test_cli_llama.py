@@ -1,0 +1,103 @@
+"""`specdec demo` and `specdec bench` on a Llama-family pair of checkpoint folders: a tiny
+random Llama target (GQA 2:1) and a one-block draft, each a config.json, a model.safetensors
+and one word-level tokenizer.json, written here.
+
+The CPU fast path and the GPU twin run GPT-2 only so far: the CLI runs the plain model and
+says so on its models line, and --backend gpu refuses in one line. The method table leaves
+out, by name, the drafters that need parts trained on this target (extra heads, EAGLE)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from reference.config import LlamaConfig
+from reference.llama import init_llama_params
+from reference.weights import write_safetensors
+from specdec.cli import main
+from specdec.cli.inputs import FAST_PATH_GPT2_ONLY
+
+tokenizers = pytest.importorskip("tokenizers")  # the lab extra: a checkpoint's tokenizer.json
+
+WORDS = "the a cat dog sat ran on in mat box and then it was red big".split()
+V = 24  # the words, [UNK], and a few unused ids up to the models' vocabulary
+PROMPT = "the cat sat on the mat and the dog sat on the box"
+
+
+def word_tokenizer(path) -> None:
+    # a word-level tokenizer of exactly V ids, split on whitespace
+    vocab = {"[UNK]": 0} | {w: i + 1 for i, w in enumerate(WORDS)}
+    vocab |= {f"[unused{i}]": i for i in range(len(vocab), V)}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    tok.save(str(path))
+
+
+def llama_folder(directory, seed: int, n_embd: int, n_layer: int, n_head: int, n_kv_head: int):
+    cfg = LlamaConfig(
+        n_vocab=V, n_ctx=96, n_embd=n_embd, n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head,
+        n_inner=24, model_type="qwen2",
+    )  # fmt: skip
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps(cfg.to_hf_dict()))
+    write_safetensors(
+        directory / "model.safetensors",
+        init_llama_params(cfg, np.random.default_rng(seed), std=0.5),
+        metadata={"format": "pt"},
+    )
+    word_tokenizer(directory / "tokenizer.json")
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory) -> list[str]:
+    root = tmp_path_factory.mktemp("llama-pair")
+    llama_folder(root / "target", 0, n_embd=16, n_layer=3, n_head=4, n_kv_head=2)
+    llama_folder(root / "draft", 1, n_embd=8, n_layer=1, n_head=2, n_kv_head=2)
+    return ["--target", str(root / "target"), "--draft", str(root / "draft")]
+
+
+@pytest.mark.parametrize("drafter", ["model", "lookup", "early-exit", "tree"])
+def test_the_demo_runs_plain_on_a_llama_pair_and_stays_exact(pair, drafter, capsys):
+    argv = ["demo", *pair, "--prompt", PROMPT, "--drafter", drafter, "--max-new-tokens", "10"]
+    assert main(argv + ["--no-colour", "--show-rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    models = next(line for line in out.splitlines() if line.startswith("models:"))
+    assert models.endswith(FAST_PATH_GPT2_ONLY), models
+    assert "greedy: speculative output identical to autoregressive output: yes" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["demo", "--backend", "gpu"], "GPU twin runs GPT-2 models only"),
+        (["demo", "--drafter", "heads"], "no trained heads for this Llama-family target (qwen2)"),
+        (["demo", "--drafter", "eagle"], "no EAGLE drafter for this Llama-family target (qwen2)"),
+        (["bench", "--backend", "gpu"], "benches the bundled GPT-2 pair only"),
+    ],
+)
+def test_what_does_not_run_on_a_llama_pair_is_refused_in_one_line(
+    pair, argv, named, tmp_path, capsys
+):
+    extra = ["--prompt", PROMPT] if argv[0] == "demo" else ["--out", str(tmp_path)]
+    with pytest.raises(SystemExit) as stop:
+        main(argv + pair + extra + ["--max-new-tokens", "4"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and named in err, err
+    assert err.count("\n") == 1
+
+
+def test_the_bench_and_the_method_table_run_on_a_llama_pair(pair, tmp_path, capsys):
+    common = [*pair, "--prompts", "text", "--max-new-tokens", "9", "--repeats", "1"]
+    common += ["--temperatures", "0", "--no-transformers", "--n-prompts", "1"]
+    assert main(["bench", *common, "--ks", "2", "--out", str(tmp_path / "one")]) == 0
+    out = capsys.readouterr().out
+    assert FAST_PATH_GPT2_ONLY in out and "| 2 |" in out
+    assert main(["bench", *common, "--drafter", "all", "--out", str(tmp_path / "all")]) == 0
+    out = capsys.readouterr().out
+    table = (tmp_path / "all" / "methods.md").read_text()
+    for name in ("heads", "lookup+heads", "tree-heads", "eagle", "eagle-tree"):
+        assert f"not run: {name}: " in out and f"- {name}: " in table, name
+    for name in ("model", "lookup", "hybrid", "early-exit", "tree", "tree-wide"):
+        assert f"| {name} | " in table, name
