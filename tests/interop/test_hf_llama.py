@@ -37,6 +37,8 @@ CASES = [
     ("qwen2-gqa2-bias-sharded", "qwen2", 2, False, None, torch.float32, "40KB"),
     ("qwen2-gqa4-bias-tied-bf16", "qwen2", 1, True, None, torch.bfloat16, None),
     ("mistral-gqa2-untied", "mistral", 2, False, None, torch.float32, None),
+    # a head width apart from hidden / heads (12, not 8): q/k/v are 48 wide, o_proj 48 -> 32
+    ("mistral-head-dim-12", "mistral-head-dim", 2, False, None, torch.float32, None),
 ]
 
 
@@ -61,8 +63,11 @@ def make_hf(family: str, n_kv_head: int, tied: bool, rope_scaling, seed=0, vocab
     elif family == "qwen2":  # q, k and v have biases
         config = transformers.Qwen2Config(**sizes, rope_theta=1e4)
         model_class = transformers.Qwen2ForCausalLM
-    else:
-        config = transformers.MistralConfig(**sizes, rope_theta=1e4, sliding_window=None)
+    else:  # "mistral", or "mistral-head-dim": head_dim 12 where 32 / 4 heads would give 8
+        head_dim = {"head_dim": 12} if family == "mistral-head-dim" else {}
+        config = transformers.MistralConfig(
+            **sizes, **head_dim, rope_theta=1e4, sliding_window=None
+        )
         model_class = transformers.MistralForCausalLM
     config._attn_implementation = "eager"  # the plain softmax path, no fused kernel
     model = model_class(config).eval()
