@@ -27,7 +27,7 @@ NOTEBOOK_BUDGET_S = 90  # fail loudly if one notebook becomes much slower than i
 
 
 def test_the_course_copy_holds_every_notebook(installed):
-    assert len(NAMES) == 14
+    assert len(NAMES) == 15
     for name in NAMES:
         assert (installed.course / f"{name}.ipynb").is_file(), f"the course lacks {name}.ipynb"
         assert (installed.course / f"{name}.py").is_file(), f"the course lacks {name}.py"

@@ -35,6 +35,7 @@ EXPECTED = [
     "12_the_gpu_twin",
     "13_ragged_batches",
     "14_drafting_from_features",
+    "15_gpt2_to_llama",
 ]
 
 

@@ -68,7 +68,7 @@ def test_the_command_says_what_it_wrote_and_refuses_clearly(tmp_path, capsys):
     assert main(["course", str(tmp_path / "c")]) == 0
     said = capsys.readouterr().out
     skeletons = len(list((ROOT / "notebooks/exercises").glob("my_*.py")))
-    assert "14 notebooks" in said and f"{skeletons} exercises" in said and "jupyter lab" in said
+    assert "15 notebooks" in said and f"{skeletons} exercises" in said and "jupyter lab" in said
     with pytest.raises(SystemExit) as stopped:
         main(["course", str(tmp_path / "c")])
     assert stopped.value.code == 2
