@@ -33,7 +33,7 @@ import numpy as np
 
 from reference.checks import check_generator
 from reference.config import Llama3RopeScaling, LlamaConfig
-from reference.model import GPT, Placement, attention, merge_heads, split_heads
+from reference.model import GPT, Placement, attention, check_against, merge_heads, split_heads
 
 
 def rms_norm(x: np.ndarray, g: np.ndarray, eps: float) -> np.ndarray:
@@ -242,17 +242,7 @@ def check_llama_params(cfg: LlamaConfig, params: dict) -> dict[str, np.ndarray]:
                 )
             continue
         out[name] = value
-    missing = sorted(set(expected) - set(out))
-    if missing:
-        raise ValueError(f"missing parameter(s) {missing[:5]} for config {cfg}")
-    extra = sorted(set(out) - set(expected))
-    if extra:
-        raise ValueError(f"parameter(s) {extra[:5]} are not part of a model with config {cfg}")
-    for name, shape in expected.items():
-        if out[name].shape != shape:
-            raise ValueError(
-                f"parameter {name!r} has shape {out[name].shape}, the config needs {shape}"
-            )
+    check_against(expected, out, cfg, refuse_extra=True)
     return out
 
 

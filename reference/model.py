@@ -299,10 +299,18 @@ def expected_param_shapes(cfg: GPTConfig) -> dict[str, tuple[int, ...]]:
 
 
 def check_param_shapes(cfg: GPTConfig, params: dict[str, np.ndarray]) -> None:
-    expected = expected_param_shapes(cfg)
+    check_against(expected_param_shapes(cfg), params, cfg)
+
+
+def check_against(expected: dict, params: dict, cfg, refuse_extra: bool = False) -> None:
+    # every expected parameter present with its shape (either family's); refuse_extra: a name
+    # the config has no place for is an error too (reference/llama.py: a stray bias)
     missing = sorted(set(expected) - set(params))
     if missing:
         raise ValueError(f"missing parameter(s) {missing[:5]} for config {cfg}")
+    extra = sorted(set(params) - set(expected)) if refuse_extra else []
+    if extra:
+        raise ValueError(f"parameter(s) {extra[:5]} are not part of a model with config {cfg}")
     for name, shape in expected.items():
         if params[name].shape != shape:
             raise ValueError(
