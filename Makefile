@@ -37,7 +37,7 @@ demo: $(VENV)/.stamp-run
 # second BLAS configuration; then the oracle once more against the GPU twin (gpu/; NumPy mode)
 test: $(VENV)/.stamp-dev browser
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not gpu" \
-		--ignore=tests/install/test_course_notebooks.py --durations=8
+		--ignore=tests/install/test_course_notebooks.py --durations=25
 	$(MAKE) --no-print-directory portable
 	$(MAKE) --no-print-directory oracle-gpu ARGS="-n 2 --dist loadfile --no-loadscope-reorder \
 		-p specdec_oracle_scale --oracle-scale 0.5"

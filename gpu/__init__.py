@@ -4,6 +4,8 @@
     target = gpu.GPT(config, params)  # the same constructor; the weights go to the device
 
 Every public name of `reference` is here with the same signature (tests/twin checks it).
+Both families: `gpu.GPT` (GPT-2, gpu/model.py) and `gpu.Llama` (Llama 2 and 3, Qwen2,
+Mistral: gpu/llama.py); `gpu.load_model` reads a checkpoint folder of either.
 Where the GPU changes the algorithm (where data lives, where the host waits, what is fused)
 a file of its own mirrors the reference file and says, at its top, what differs and why;
 everything that is host work (config, tokenizer, checkpoint reading, sampling parameters,
@@ -50,6 +52,7 @@ from gpu.eagle import EagleDrafter
 from gpu.early_exit import EarlyExitDrafter
 from gpu.heads import HeadsDrafter
 from gpu.kv_cache import KVCache, catch_up_tokens
+from gpu.llama import Llama
 from gpu.model import GPT, init_params
 from gpu.sampling import SamplingParams, probabilities, sample_token
 from gpu.speculative import (
@@ -71,7 +74,9 @@ from gpu.verification import (
     residual_token,
     verify,
 )
-from reference.config import GPTConfig
+from gpu.weights import load_model
+from reference.config import GPTConfig, LlamaConfig
+from reference.llama import init_llama_params
 from reference.lookup import HybridDrafter, LookupDrafter
 
 __all__ = [
@@ -86,6 +91,8 @@ __all__ = [
     "HeadsDrafter",
     "HybridDrafter",
     "KVCache",
+    "Llama",
+    "LlamaConfig",
     "LookupDrafter",
     "ModelDrafter",
     "Round",
@@ -102,7 +109,9 @@ __all__ = [
     "bonus_token",
     "catch_up_tokens",
     "generate",
+    "init_llama_params",
     "init_params",
+    "load_model",
     "new_batch_cache",
     "probabilities",
     "residual_distribution",

@@ -153,7 +153,8 @@ def new_batch_cache(model: GPT, batch_size: int, capacity: int | None = None) ->
     capacity = cfg.n_ctx if capacity is None else capacity
     if capacity > cfg.n_ctx:
         raise ValueError(f"cache capacity {capacity} exceeds the model's n_ctx {cfg.n_ctx}")
-    return BatchKVCache(batch_size, cfg.n_layer, cfg.n_head, cfg.head_size, capacity)
+    # n_kv_head: the heads that have keys and values (all of GPT-2's; fewer with GQA)
+    return BatchKVCache(batch_size, cfg.n_layer, cfg.n_kv_head, cfg.head_size, capacity)
 
 
 def batched_forward_unchecked(model: GPT, tokens, n_new: np.ndarray, cache: BatchKVCache):

@@ -93,6 +93,7 @@ class ModelDrafter(reference_drafters.ModelDrafter):
             and graphs_on()
             and self.min_confidence is None
             and type(self).step is ModelDrafter.step
+            and self.model.fused_steps  # a twin Llama's step runs bodies: no graph holds it
             and pick_fits(sampling)
             and self.cache.capacity <= MAX_S
             and cfg.n_embd // cfg.n_head <= MAX_HS

@@ -5,9 +5,11 @@ What differs from reference/eagle.py, and why:
   kept positions, EAGLE-3's several layers side by side) are the twin target's device rows;
   they are reduced (EAGLE-3: one fused linear) and written into a device buffer, and never
   cross over. The fusion layer, the reduction and the block's weights are copied to the
-  device once; the block is a one-block twin GPT sharing the target's device arrays (its
-  embeddings, ln_f), so its steps run the twin's fused block (five launches for up to 16
-  rows), and the fusion [e(x); f] W + b is one fused linear after the concatenation.
+  device once; the block is a one-block twin model of the target's family sharing the
+  target's device arrays (its embeddings, final norm): a twin GPT's steps run the fused
+  block (five launches for up to 16 rows), a twin Llama's its fused linears around the
+  bodies (gpu/llama.py); the fusion [e(x); f] W + b is one fused linear after the
+  concatenation.
 * Drafting stays on the device, as the twin's draft model does (gpu/drafters.py): the k
   uniforms are drawn from the numpy Generator in one call and copied over, each q row is the
   target's ln_f and output layer on f^ (one fused launch) and each draft is drawn from it by
@@ -32,17 +34,22 @@ import numpy as np
 from gpu.device.backend import on_device, to_device, xp
 from gpu.device.fused import fused_linear
 from gpu.drafters import register_twin
+from gpu.llama import Llama
 from gpu.model import GPT, as_twin_model
 from gpu.sampling import pick, probabilities
 from reference import eagle as reference_eagle
+from reference.config import LlamaConfig
 from reference.drafters import Draft
 from reference.eagle import (
     FUSE,
     REDUCE,
+    block_prefix,
     check_eagle_params,
     eagle_param_shapes,
+    embedding_name,
     feature_layers_of,
     init_eagle_params,
+    shared_names,
 )
 from reference.sampling import SamplingParams
 
@@ -74,13 +81,15 @@ class EagleDrafter(reference_eagle.EagleDrafter):
             if REDUCE[0] in params
             else None
         )
-        # the block as a one-block twin GPT: the target's embeddings and ln_f are its device
-        # arrays, shared, not copied (never read by the block: it reads fused rows)
-        shared = {
-            n: target.params[n] for n in ("wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias")
-        }
-        block = {n: w for n, w in params.items() if n.startswith("h.")}
-        self.block_model = GPT(replace(cfg, n_layer=1), shared | block)
+        # the block as a one-block twin model of the target's family (GPT, or Llama: its
+        # block rotates q and k by each slot's position): the target's embeddings and final
+        # norm are its device arrays, shared, not copied (never read by the block: it reads
+        # fused rows)
+        shared = {n: target.params[n] for n in shared_names(cfg)}
+        block = {n: w for n, w in params.items() if n.startswith(block_prefix(cfg))}
+        model_class = Llama if isinstance(cfg, LlamaConfig) else GPT
+        self.block_model = model_class(replace(cfg, n_layer=1), shared | block)
+        self.embedding = target.params[embedding_name(cfg)]  # [V, C] on the device: e
         self.cache = self.block_model.new_cache()
         self.features = xp.zeros((cfg.n_ctx, cfg.n_embd), dtype=np.float32)  # f(0..n_known-1)
         self.n_known = 0  # positions whose true feature the target has handed over
@@ -114,7 +123,7 @@ class EagleDrafter(reference_eagle.EagleDrafter):
         # tokens [T] (host or device ids, x(t+1)), f [T, C] on the device (f(t))
         # -> g [T, C] = [e(x(t+1)); f(t)] W + b: the concatenation, then one fused linear
         ids = tokens if on_device(tokens) else to_device(np.asarray(tokens, np.int64))
-        e = self.target.params["wte.weight"][ids]
+        e = self.embedding[ids]
         return fused_linear(xp.concatenate([e, f], axis=1), self.w, self.b)
 
     def q_row(self, f_hat, sampling: SamplingParams):
@@ -160,7 +169,8 @@ def eagle_params_of(drafter: reference_eagle.EagleDrafter) -> dict[str, np.ndarr
     params = {FUSE[0]: drafter.w, FUSE[1]: drafter.b}
     if drafter.reduce is not None:
         params |= dict(zip(REDUCE, drafter.reduce, strict=True))
-    block = {n: w for n, w in drafter.block_model.params.items() if n.startswith("h.")}
+    prefix = block_prefix(drafter.target.config)
+    block = {n: w for n, w in drafter.block_model.params.items() if n.startswith(prefix)}
     return params | block
 
 

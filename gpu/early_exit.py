@@ -29,7 +29,8 @@ from gpu.device.backend import to_device
 from gpu.drafters import ModelDrafter, register_twin
 from gpu.model import GPT, as_twin_model
 from reference import early_exit as reference_early_exit
-from reference.early_exit import EXIT_ADAPTER, EXIT_NORM
+from reference.config import LlamaConfig
+from reference.early_exit import EXIT_ADAPTER, EXIT_NORM, EXIT_RMS_NORM
 
 __all__ = ["EarlyExitDrafter"]
 
@@ -62,14 +63,13 @@ class EarlyExitDrafter(reference_early_exit.EarlyExitDrafter, ModelDrafter):
 
 def twin_of(drafter: reference_early_exit.EarlyExitDrafter) -> EarlyExitDrafter:
     # a reference early-exit drafter -> the twin with the same exit: its norm (the target's
-    # own ln_f when it was built without a trained head) and its adapter, if any
-    head = dict(
-        zip(
-            EXIT_NORM,
-            (drafter.model.params["ln_f.weight"], drafter.model.params["ln_f.bias"]),
-            strict=True,
-        )
-    )
+    # own final norm when it was built without a trained head: GPT-2's LayerNorm, the Llama
+    # family's RMSNorm gain) and its adapter, if any
+    params = drafter.model.params
+    if isinstance(drafter.target.config, LlamaConfig):
+        head = {EXIT_RMS_NORM[0]: params["model.norm.weight"]}
+    else:
+        head = dict(zip(EXIT_NORM, (params["ln_f.weight"], params["ln_f.bias"]), strict=True))
     if drafter.adapter is not None:
         head |= dict(zip(EXIT_ADAPTER, drafter.adapter, strict=True))
     return EarlyExitDrafter(drafter.target, drafter.n_layer, head, drafter.min_confidence)

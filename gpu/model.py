@@ -24,7 +24,8 @@ The structure (the one forward for sequences, trees and batches, blocks, residua
 read-out after several blocks for EAGLE-3 (`layer_features`), cache writes, tied output) is
 the reference's own code, bar the fused block: `GPT` here subclasses
 `reference.model.GPT` and replaces the block's computations, how the parameters are stored,
-and which cache it makes.
+and which cache it makes. The Llama family's twin (gpu/llama.py) subclasses this class in
+turn, and registers itself here (`register_twin_model`) so that `as_twin_model` makes one.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from gpu.device.layers import attention, causal_mask, gelu, layer_norm, softmax
 from gpu.kv_cache import KVCache
 from reference import model as reference_model
 from reference.config import GPTConfig
-from reference.llama import Llama
 from reference.model import Placement, check_param_shapes, init_params
 
 __all__ = ["GPT", "init_params", "gelu", "layer_norm", "softmax", "attention", "causal_mask"]
@@ -65,6 +65,9 @@ class GPT(reference_model.GPT):
         self._wte_rows = None  # made by wte_rows() at the first output layer the kernels run
 
     cache_type = KVCache  # new_cache (the reference's method) makes a device cache
+    # every launch of a short pass is a fused kernel, so a draft step or a verification pass
+    # may be captured as a CUDA graph (gpu/device/graphs.py); the twin Llama's may not
+    fused_steps = True
 
     def forward(self, tokens, cache: KVCache | None = None):
         # tokens [T] (host or device) -> logits [T, V] on the device. Host tokens are
@@ -176,20 +179,30 @@ def is_sequence(at: Placement) -> bool:
 # its model. One twin per kind: the device's, and the stand-in's inside counting_launches()
 _twins: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
+# reference model class -> its twin's class. Each family's twin registers itself where it is
+# defined (gpu/llama.py), so this module, which the twin Llama subclasses, never imports it
+TWIN_MODELS: dict[type, type] = {}
+
+
+def register_twin_model(reference_type: type, twin_type: type) -> None:
+    """A reference model of `reference_type` (or a subclass) becomes a `twin_type`."""
+    TWIN_MODELS[reference_type] = twin_type
+
 
 def as_twin_model(model: reference_model.GPT) -> GPT:
-    """A twin GPT for a reference GPT (weights copied once and remembered), or the twin itself.
+    """A twin for a reference model -- GPT-2 or the Llama family: weights copied once and
+    remembered -- or the twin itself.
 
     The copy is keyed by the model object, so editing a reference model's weights after
-    handing it over is not seen: hand over a new model instead."""
+    handing it over is not seen: hand over a new model instead. A subclass of a reference
+    model (a test's recording model) gets its family's twin: its own methods are not run."""
     if isinstance(model, GPT) or not isinstance(model, reference_model.GPT):
         return model
-    if isinstance(model, Llama):  # RMSNorm, RoPE and GQA have no device version yet
-        raise ValueError(
-            "the GPU twin runs GPT-2 models only so far; run a Llama-family model with the "
-            "reference (reference.llama.Llama and the reference's loops)"
-        )
+    twin_type = next(TWIN_MODELS[c] for c in type(model).__mro__ if c in TWIN_MODELS)
     twins = _twins.setdefault(model, {})
     if memory_kind() not in twins:
-        twins[memory_kind()] = GPT(model.config, model.params)
+        twins[memory_kind()] = twin_type(model.config, model.params)
     return twins[memory_kind()]
+
+
+register_twin_model(reference_model.GPT, GPT)

@@ -163,6 +163,7 @@ def verification_by_graph(
     cfg = target.config
     return (
         graphs_on()
+        and target.fused_steps  # a twin Llama's pass runs bodies: no graph holds it
         and draft.shared is None
         and (layers is None or len(layers) == 1)
         and k >= 1

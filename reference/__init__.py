@@ -17,12 +17,13 @@ from reference.batch import (
     new_batch_cache,
     speculative_generate_batch,
 )
-from reference.config import GPTConfig
+from reference.config import GPTConfig, LlamaConfig
 from reference.drafters import Draft, Drafter, ModelDrafter
 from reference.eagle import EagleDrafter
 from reference.early_exit import EarlyExitDrafter
 from reference.heads import HeadsDrafter
 from reference.kv_cache import KVCache, catch_up_tokens
+from reference.llama import Llama, init_llama_params
 from reference.lookup import HybridDrafter, LookupDrafter
 from reference.model import GPT, init_params
 from reference.sampling import SamplingParams, probabilities, sample_token
@@ -45,6 +46,7 @@ from reference.verification import (
     residual_token,
     verify,
 )
+from reference.weights import load_model
 
 __all__ = [
     "GPT",
@@ -58,6 +60,8 @@ __all__ = [
     "HeadsDrafter",
     "HybridDrafter",
     "KVCache",
+    "Llama",
+    "LlamaConfig",
     "LookupDrafter",
     "ModelDrafter",
     "Round",
@@ -74,7 +78,9 @@ __all__ = [
     "bonus_token",
     "catch_up_tokens",
     "generate",
+    "init_llama_params",
     "init_params",
+    "load_model",
     "new_batch_cache",
     "probabilities",
     "residual_distribution",

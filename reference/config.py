@@ -303,6 +303,11 @@ def refuse_unimplemented(d: dict, model_type: str) -> None:
             "config.json attention_bias=true (a Llama with biases on q/k/v and o_proj) is not "
             "implemented: only Qwen2's q/k/v biases"
         )
+    if d.get("rope_interleaved", False):  # SmolLM2's configs say false; true pairs 2j, 2j+1
+        raise ValueError(
+            "config.json rope_interleaved=true (RoPE on adjacent feature pairs) is not "
+            "implemented: only Hugging Face's rotate-half pairs (j, j + head_dim/2)"
+        )
     if d.get("mlp_bias", False):
         raise ValueError("config.json mlp_bias=true is not implemented (MLP layers without bias)")
     rope = rope_dict(d)

@@ -41,6 +41,25 @@ g_true(t) stands where f(t) stood above, for every position whose true features 
 draft steps still feed the block's own output f^ (C wide). The reduction is applied once, as
 the features arrive (`observe_features`): the drafter keeps C-wide rows, whichever variant.
 
+A Llama-family target (reference/llama.py) gets a Llama block instead, as the EAGLE
+repositories give their Llama drafters: RMSNorm, RoPE, grouped-query attention, SwiGLU, the
+target's own shapes. It is the Llama class's block, run as a one-layer Llama, not a copy.
+Two things change with it:
+
+* positions: GPT-2's block adds no position embedding (the features carry theirs), but a
+  Llama block rotates its queries and keys by position. The drafter's slot t holds the row
+  that reads x(t+1) and f(t), so t is the position it is rotated by: a draft row at slot
+  cache.end.., a tree node at length + depth (reference/tree/forward.py), as for any cache.
+* the parameters (`eagle_param_shapes`): the fusion and the reduction keep this module's
+  layout (y = x @ W + b: fc.weight [2C, C], reduce.weight [len(layers) C, C]); the block
+  keeps the target family's Hugging Face names and [out, in] layout, as layer 0:
+  "model.layers.0.input_layernorm.weight" [C], "...self_attn.q_proj.weight" [nh hs, C],
+  k_proj / v_proj [nkv hs, C] (biases where the target's attention has them),
+  o_proj [C, nh hs], post_attention_layernorm [C], mlp.gate_proj / up_proj [I, C],
+  down_proj [C, I]. e is the target's token embedding (model.embed_tokens), the output
+  layer its lm_head (or the tied embedding), ln_f its model.norm. (The EAGLE repositories
+  drop layer 0's input_layernorm; this block keeps it, being the target's own block.)
+
 q depends only on committed tokens (through the target's features) and the drafts before it:
 the output law is the target's whatever the weights (untrained here: see init_eagle_params).
 Trained weights: `reference.weights.load_eagle(folder, target)` (models/eagle/, written by
@@ -54,8 +73,9 @@ from dataclasses import replace
 import numpy as np
 
 from reference.checks import as_token_array, check_generator, check_positive_int
-from reference.config import GPTConfig
+from reference.config import GPTConfig, LlamaConfig
 from reference.drafters import Draft, Drafter
+from reference.llama import Llama, expected_llama_param_shapes
 from reference.model import GPT, causal_placement, check_feature_layers, expected_param_shapes
 from reference.sampling import SamplingParams, check_sampling, probabilities, sample_token
 
@@ -73,40 +93,58 @@ def feature_layers_of(cfg: GPTConfig, feature_layers=None) -> tuple[int, ...]:
 
 
 def eagle_param_shapes(cfg: GPTConfig, feature_layers=None) -> dict[str, tuple[int, ...]]:
-    # the fusion layer and one block named as the target's block 0 ("h.0.ln_1.weight", ...),
-    # and with more than one feature layer the reduction R, r (EAGLE-3)
-    check_gpt2_target(cfg)
+    # the fusion layer and one block named as the target's block 0 (GPT-2: "h.0.ln_1.weight",
+    # ...; the Llama family: "model.layers.0.input_layernorm.weight", ...), and with more
+    # than one feature layer the reduction R, r (EAGLE-3)
+    check_eagle_target(cfg)
     C = cfg.n_embd
     layers = feature_layers_of(cfg, feature_layers)
-    block = {
-        n: s for n, s in expected_param_shapes(replace(cfg, n_layer=1)).items() if n[:2] == "h."
-    }
+    one = replace(cfg, n_layer=1)
+    if isinstance(cfg, LlamaConfig):
+        shapes = expected_llama_param_shapes(one)
+    else:
+        shapes = expected_param_shapes(one)
+    block = {n: s for n, s in shapes.items() if n.startswith(block_prefix(cfg))}
     reduce = {REDUCE[0]: (len(layers) * C, C), REDUCE[1]: (C,)} if len(layers) > 1 else {}
     return {FUSE[0]: (2 * C, C), FUSE[1]: (C,)} | reduce | block
 
 
-def check_gpt2_target(cfg) -> None:
-    # The drafter's block is a GPT-2 block (LayerNorm, GELU, a learned position table behind
-    # the target's features) and its weights are trained against one target. A Llama-family
-    # target would need a Llama block trained on it, which no script makes yet: refused by
-    # name here (init_eagle_params, check_eagle_params and EagleDrafter all pass through).
-    if not isinstance(cfg, GPTConfig):
-        family = getattr(cfg, "model_type", type(cfg).__name__)
+def block_prefix(cfg) -> str:
+    # how the block's parameter names start: the target family's block 0
+    return "model.layers.0." if isinstance(cfg, LlamaConfig) else "h.0."
+
+
+def embedding_name(cfg) -> str:
+    # the target's token embedding, e in the fusion
+    return "model.embed_tokens.weight" if isinstance(cfg, LlamaConfig) else "wte.weight"
+
+
+def shared_names(cfg) -> tuple[str, ...]:
+    # the target's arrays the one-block model is built with (never read by the block: it
+    # reads fused rows) -- the names its class requires besides the block's
+    if isinstance(cfg, LlamaConfig):
+        untied = () if cfg.tie_word_embeddings else ("lm_head.weight",)
+        return ("model.embed_tokens.weight", "model.norm.weight", *untied)
+    return ("wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias")
+
+
+def check_eagle_target(cfg) -> None:
+    # the families this drafter has a block for
+    if not isinstance(cfg, (GPTConfig, LlamaConfig)):
         raise ValueError(
-            f"the EAGLE drafter is built and trained for a GPT-2 target; no EAGLE drafter for "
-            f"this Llama-family target ({family}) is given: train one with `{TRAIN_COMMAND}` "
-            f"(GPT-2 targets only so far)"
+            f"the EAGLE drafter needs a GPT-2 or Llama-family target's config, got "
+            f"{type(cfg).__name__}"
         )
 
 
 def init_eagle_params(
     cfg: GPTConfig, rng: np.random.Generator, std: float = 0.02, feature_layers=None
 ) -> dict:
-    """Random EAGLE weights: N(0, std) matrices, unit LayerNorm gains, zero biases."""
+    """Random EAGLE weights: N(0, std) matrices, unit norm gains, zero biases."""
     check_generator(rng)
     params = {}
     for name, shape in eagle_param_shapes(cfg, feature_layers).items():
-        if name.endswith("ln_1.weight") or name.endswith("ln_2.weight"):
+        if name.endswith(("ln_1.weight", "ln_2.weight", "layernorm.weight")):
             params[name] = np.ones(shape, dtype=np.float32)
         elif name.endswith(".bias"):
             params[name] = np.zeros(shape, dtype=np.float32)
@@ -122,6 +160,7 @@ def check_eagle_params(params, cfg: GPTConfig, feature_layers=None) -> dict[str,
         raise TypeError(f"EAGLE params are a dict of arrays, got {type(params).__name__}")
     layers = feature_layers_of(cfg, feature_layers)
     shapes = eagle_param_shapes(cfg, layers)
+    check_weights_family(params, cfg)
     missing, unknown = sorted(set(shapes) - set(params)), sorted(set(params) - set(shapes))
     if missing or unknown:
         why = (
@@ -149,6 +188,21 @@ def check_eagle_params(params, cfg: GPTConfig, feature_layers=None) -> dict[str,
     return out
 
 
+def check_weights_family(params: dict, cfg) -> None:
+    # weights whose block is of the other family (GPT-2's "h.0." for a Llama target, or the
+    # reverse) were trained for another target: said in one line, before the name lists
+    llama = isinstance(cfg, LlamaConfig)
+    other = "h.0." if llama else "model.layers.0."
+    if any(str(name).startswith(other) for name in params):
+        family, block = ("GPT-2", "h.0.*") if llama else ("Llama-family", "model.layers.0.*")
+        target = f"Llama-family ({cfg.model_type})" if llama else "GPT-2"
+        raise ValueError(
+            f"these EAGLE weights have a {family} block ({block}), but the target is "
+            f"{target}: its drafter's block is named {block_prefix(cfg)}*; train one for "
+            f"this target with `{TRAIN_COMMAND} --target DIR`"
+        )
+
+
 class EagleDrafter(Drafter):
     """Drafts by extrapolating the target's features with one block of its own."""
 
@@ -164,13 +218,15 @@ class EagleDrafter(Drafter):
         self.w, self.b = params[FUSE[0]], params[FUSE[1]]  # [2C, C], [C]
         # [len(layers) C, C], [C]: the EAGLE-3 reduction (None for one layer: f(t) as it is)
         self.reduce = (params[REDUCE[0]], params[REDUCE[1]]) if REDUCE[0] in params else None
-        # the block as a one-block GPT (its embeddings are the target's, never used: the
-        # block reads fused rows, which carry their position in the target's features)
-        shared = {
-            n: target.params[n] for n in ("wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias")
-        }
-        block = {n: w for n, w in params.items() if n.startswith("h.")}
-        self.block_model = GPT(replace(cfg, n_layer=1), shared | block)
+        # the block as a one-block model of the target's class (GPT, or Llama: the same
+        # block code as the target's). Its embeddings are the target's, never used: the
+        # block reads fused rows (a GPT-2 block adds no position to them; a Llama block
+        # rotates q and k by the slot's position, as every Llama pass does)
+        shared = {n: target.params[n] for n in shared_names(cfg)}
+        block = {n: w for n, w in params.items() if n.startswith(block_prefix(cfg))}
+        model_class = Llama if isinstance(cfg, LlamaConfig) else GPT
+        self.block_model = model_class(replace(cfg, n_layer=1), shared | block)
+        self.embedding = target.params[embedding_name(cfg)]  # [V, C]: e in the fusion
         self.cache = self.block_model.new_cache()
         # f(0..n_known-1), the features fused with the tokens (EAGLE-3: g_true, reduced)
         self.features = np.zeros((cfg.n_ctx, cfg.n_embd), dtype=np.float32)
@@ -212,7 +268,7 @@ class EagleDrafter(Drafter):
 
     def fuse(self, tokens: np.ndarray, f: np.ndarray) -> np.ndarray:
         # tokens [T] (x(t+1)), f [T, C] (f(t)) -> g [T, C] = [e(x(t+1)); f(t)] W + b
-        e = self.target.params["wte.weight"][tokens]
+        e = self.embedding[tokens]
         return np.concatenate([e, f], axis=1) @ self.w + self.b
 
     def step(self, g: np.ndarray) -> np.ndarray:

@@ -5,12 +5,14 @@ The draft model is the target cut after block L'-1 plus an exit head:
 
     q(. | context) = softmax(LN_exit(x_L') @ wte^T)     x_L': the residual stream after L' blocks
 
-(LN_exit is the target's final LayerNorm, or one trained on the frozen target, optionally
+(LN_exit is the target's final norm, or one trained on the frozen target, optionally
 after a small residual adapter x + x W + b: see specdec/training/train_heads.py.) It shares every
 array with the target: nothing is copied, and an edit of the target's weights is seen.
-Either family runs it: on a Llama-family target (reference/llama.py) LN_exit is its RMSNorm
-and wte^T its output layer; a trained exit norm exists for GPT-2 targets only, and is refused
-for another.
+Either family runs it, with an exit norm of the family's kind: on GPT-2 a LayerNorm
+("exit.ln.weight", "exit.ln.bias"), on a Llama-family target (reference/llama.py) an RMSNorm
+("exit.norm.weight": a gain and no bias, with the target's rms_norm_eps) read by its own
+output layer (lm_head, or the tied embedding). The adapter is the same for both. A head made
+for the other family is refused in one line (`check_exit_head`).
 
 Why the verification pass can start at layer L'. Blocks 0..L'-1 of the target, run over
 the round's rows, give exactly the residual stream x_L' and the K/V that the drafter
@@ -39,12 +41,13 @@ from dataclasses import replace
 import numpy as np
 
 from reference.checks import check_finite, check_positive_int
-from reference.config import GPTConfig
+from reference.config import LlamaConfig
 from reference.drafters import Draft, ModelDrafter, SharedLayers
 from reference.model import GPT
 
 EXIT_ADAPTER = ("exit.proj.weight", "exit.proj.bias")  # optional: [C, C], [C]
 EXIT_NORM = ("exit.ln.weight", "exit.ln.bias")  # optional: [C], [C] (default: the target's ln_f)
+EXIT_RMS_NORM = ("exit.norm.weight",)  # a Llama-family target's: [C] (default: its model.norm)
 # Where a parameter name says which block it belongs to: GPT-2's "h.{i}." and the Llama
 # family's "model.layers.{i}." (reference/llama.py). Everything else (embeddings, the final
 # norm, an untied lm_head) is shared by every cut of the model.
@@ -58,12 +61,13 @@ def block_of(name: str) -> int | None:
     return None if match is None else int(match.group(1))
 
 
-def lower_layers(target: GPT, n_layer: int, exit_norm: tuple | None = None) -> GPT:
+def lower_layers(target: GPT, n_layer: int, exit_norm: dict | None = None) -> GPT:
     # -> a model of the target's family (GPT, Llama) made of its embeddings, blocks
     # 0..n_layer-1 and output layer (the same arrays, not copies), whose "ln_f" is the exit
     # norm: its forward is the draft's q, its cache holds n_layer blocks. Only the block
     # names differ between the families (`block_of`); the cut model asks its own class for
-    # the rest (a Llama's "ln_f" is its model.norm).
+    # the rest (a Llama's "ln_f" is its model.norm). exit_norm: {final norm's parameter
+    # name: array} replacing the target's (`exit_norm_params`), or None to keep it.
     L = target.config.n_layer
     n_layer = check_positive_int(n_layer, "n_layer (the exit layer L')")
     if n_layer >= L:
@@ -77,8 +81,7 @@ def lower_layers(target: GPT, n_layer: int, exit_norm: tuple | None = None) -> G
         if block_of(name) is None or block_of(name) < n_layer
     }
     if exit_norm is not None:
-        check_gpt2_exit_norm(target)
-        params["ln_f.weight"], params["ln_f.bias"] = exit_norm
+        params |= exit_norm
     return type(target)(replace(target.config, n_layer=n_layer), params)
 
 
@@ -86,8 +89,9 @@ class EarlyExitDrafter(ModelDrafter):
     """Drafts with the target's first L' blocks and an exit head; shares those blocks' work
     with the verification pass (`Draft.shared`).
 
-    head: optional trained exit head, a dict with EXIT_NORM (and optionally EXIT_ADAPTER)
-    arrays; without one, the exit is the target's own final LayerNorm and tied embedding.
+    head: optional trained exit head, a dict with EXIT_NORM (GPT-2) or EXIT_RMS_NORM (the
+    Llama family) arrays, and optionally EXIT_ADAPTER; without one, the exit is the target's
+    own final norm and output layer.
     """
 
     library_checked = True  # ModelDrafter's proposal, with the rows it fed attached
@@ -99,9 +103,10 @@ class EarlyExitDrafter(ModelDrafter):
         head: dict[str, np.ndarray] | None = None,
         min_confidence: float | None = None,
     ) -> None:
-        head = check_exit_head(head, target.config.n_embd)
-        norm = (head[EXIT_NORM[0]], head[EXIT_NORM[1]]) if EXIT_NORM[0] in head else None
-        super().__init__(lower_layers(target, n_layer, norm), min_confidence)
+        head = check_exit_head(head, target.config)
+        super().__init__(
+            lower_layers(target, n_layer, exit_norm_params(head, target)), min_confidence
+        )
         self.target = target
         self.n_layer = self.model.config.n_layer
         self.adapter = (
@@ -142,28 +147,43 @@ class EarlyExitDrafter(ModelDrafter):
         return self.model.logits(self.model.norm(x, "ln_f"))
 
 
-def check_gpt2_exit_norm(target: GPT) -> None:
-    # A trained exit norm is a LayerNorm (weight and bias) fitted to a GPT-2 target; a
-    # Llama-family target's final norm is an RMSNorm with no bias, and no exit head has been
-    # trained for one. Its own final norm (no head) works on either family.
-    if not isinstance(target.config, GPTConfig):
+def exit_norm_params(head: dict, target: GPT) -> dict | None:
+    # a checked head -> {the cut model's final-norm names: the trained norm}, None without one
+    if EXIT_NORM[0] in head:  # GPT-2's LayerNorm
+        return {"ln_f.weight": head[EXIT_NORM[0]], "ln_f.bias": head[EXIT_NORM[1]]}
+    if EXIT_RMS_NORM[0] in head:  # the Llama family's RMSNorm: its final norm's one gain
+        return {"model.norm.weight": head[EXIT_RMS_NORM[0]]}
+    return None
+
+
+def check_head_family(head: dict, config) -> None:
+    # A trained exit norm belongs to one family: a LayerNorm (weight and bias) for GPT-2, an
+    # RMSNorm (one gain) for the Llama family. The other family's is refused in one line.
+    llama = isinstance(config, LlamaConfig)
+    wrong = EXIT_NORM if llama else EXIT_RMS_NORM
+    if any(name in head for name in wrong):
+        made, kind = ("a GPT-2", "LayerNorm") if llama else ("a Llama-family", "RMSNorm")
+        target = f"Llama-family ({config.model_type})" if llama else "GPT-2"
+        right = EXIT_RMS_NORM if llama else EXIT_NORM
         raise ValueError(
-            f"this early-exit head (exit.ln.*) was trained for a GPT-2 target; no trained exit "
-            f"head for this Llama-family target ({target.config.model_type}) is given: train "
-            f"one with `{TRAIN_HEADS}` (GPT-2 targets only so far), or draft without a head "
-            f"(the target's own final norm and output layer)"
+            f"this exit head ({', '.join(n for n in wrong if n in head)}: a {kind}) was "
+            f"trained for {made} target, but the target is {target}, whose exit norm is "
+            f"{' and '.join(right)}: train one for it with `{TRAIN_HEADS} --target DIR`, or "
+            f"draft without a head (the target's own final norm and output layer)"
         )
 
 
-def check_exit_head(head, n_embd: int) -> dict[str, np.ndarray]:
-    # -> the head's arrays as float32, every name and shape checked
+def check_exit_head(head, config) -> dict[str, np.ndarray]:
+    # -> the head's arrays as float32, every name and shape checked against the target's
+    # config (its family says which exit norm it has: `check_head_family`)
     if head is None:
         return {}
     if not isinstance(head, dict):
         raise TypeError(f"an exit head is a dict of arrays, got {type(head).__name__}")
-    shapes = {
-        EXIT_NORM[0]: (n_embd,),
-        EXIT_NORM[1]: (n_embd,),
+    check_head_family(head, config)
+    n_embd = config.n_embd
+    norm = EXIT_RMS_NORM if isinstance(config, LlamaConfig) else EXIT_NORM
+    shapes = {name: (n_embd,) for name in norm} | {
         EXIT_ADAPTER[0]: (n_embd, n_embd),
         EXIT_ADAPTER[1]: (n_embd,),
     }
@@ -171,7 +191,7 @@ def check_exit_head(head, n_embd: int) -> dict[str, np.ndarray]:
     if unknown:
         raise ValueError(f"unknown exit-head parameter(s) {unknown}; expected {sorted(shapes)}")
     for pair in (EXIT_NORM, EXIT_ADAPTER):
-        if (pair[0] in head) != (pair[1] in head):
+        if pair[0] in shapes and (pair[0] in head) != (pair[1] in head):
             raise ValueError(f"an exit head needs both {pair[0]!r} and {pair[1]!r}")
     out = {}
     for name, value in head.items():

@@ -14,7 +14,7 @@ committed tokens, so the output law is exactly the target's whatever the heads l
 Heads are trained on the frozen target (specdec/training/train_heads.py) and shipped small.
 Nothing here is GPT-2's: h is what the target's output layer reads (after its final norm), and
 the scores come from `target.logits`: the same code drafts for a Llama-family target (its
-lm_head, tied or not); only the training script is GPT-2's so far.
+lm_head, tied or not), and the training script takes either family.
 """
 
 from __future__ import annotations

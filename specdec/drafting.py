@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from reference.eagle import TRAIN_COMMAND as TRAIN_EAGLE
-from reference.eagle import check_gpt2_target, init_eagle_params
+from reference.eagle import init_eagle_params
 from reference.llama import Llama
 from reference.tree import POINT
 from specdec.bundled import MODELS_DIR, SELF_DRAFT_DIR, load_exit_head, load_heads
-from specdec.fast_cpu import FastGPT
+from specdec.fast_cpu import FastGPT, FastLlama
 from specdec.fast_cpu.draw import FastModelDrafter
 
 DRAFTERS = (
@@ -165,13 +165,6 @@ def describe_tree(
 
 
 def trained_heads(self_draft_dir, target) -> dict:
-    if self_draft_dir is None and isinstance(target, Llama):
-        raise ValueError(
-            "the extra heads were trained for a GPT-2 target; no trained heads for this "
-            f"Llama-family target ({target.config.model_type}) are given: train them with "
-            "`python -m specdec.training.train_heads` (GPT-2 targets only so far) and pass "
-            "--self-draft DIR"
-        )
     if self_draft_dir is None:
         raise ValueError(
             "the heads drafter needs extra heads trained on this target: train them with "
@@ -185,7 +178,6 @@ def eagle_drafter(core, target, eagle_dir, seed: int = 0):
     # -> the EagleDrafter of `core` for `target`: the weights trained on it (models/eagle/ for
     # the bundled target, through load_eagle), or untrained ones for --random
     eagle = importlib.import_module(f"{core.__name__}.eagle")
-    check_gpt2_target(target.config)  # a Llama-family target: no EAGLE drafter, said by name
     if eagle_dir is None:
         raise ValueError(
             "the eagle drafter needs EAGLE weights trained on this target: train them with "
@@ -212,7 +204,8 @@ def on_the_targets_path(drafter, target):
     # untouched. A twin or a plain target keeps the block as it is.
     if isinstance(target, FastGPT) and not isinstance(drafter.block_model, FastGPT):
         block = drafter.block_model
-        drafter.block_model = FastGPT(block.config, block.params, target.plan)
+        kind = FastLlama if isinstance(block, Llama) else FastGPT  # the block's own family
+        drafter.block_model = kind(block.config, block.params, target.plan)
     return drafter
 
 

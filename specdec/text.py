@@ -10,20 +10,23 @@ Two kinds, picked by what the checkpoint folder holds:
 
 EOS comes from the checkpoint's ``config.json`` (``eos_token_id``). A pair must share one
 tokenizer: the target verifies the draft's *ids*, so an id has to mean the same text on both
-sides; a pair whose tokenizers differ is refused, and so is a model whose vocabulary is not
-the tokenizer's (it could emit ids nothing decodes, or be fed ids it has no row for).
+sides; a pair whose tokenizers differ is refused, and so is a model with fewer output rows
+than the tokenizer has ids (it would be fed ids it has no row for). More rows are padding
+(Qwen2.5's), allowed; target and draft must have the same number.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from reference import tokenizer as byte_tokenizer
-from reference.llama import Llama
-from reference.model import GPT
+from reference.config import GPTConfig, LlamaConfig
+from reference.llama import Llama, expected_llama_param_shapes
+from reference.model import GPT, expected_param_shapes
 from reference.weights import CheckpointError, load_model, read_json_object
 
 
@@ -88,11 +91,24 @@ class HFTokenizer:
         ids = [int(i) for i in ids]
         if self.eos_id is not None and self.eos_id in ids:
             ids = ids[: ids.index(self.eos_id)]
-        return self.tokenizer.decode(ids, skip_special_tokens=False)
+        # an id past the tokenizer's table (a padded output row, see check_fits) would be
+        # dropped silently by the library: it is shown instead, between the runs around it
+        text, run = [], []
+        for i in ids + [None]:
+            if i is not None and i < self.vocab_size:
+                run.append(i)
+                continue
+            text.append(self.tokenizer.decode(run, skip_special_tokens=False))
+            run = []
+            if i is not None:
+                text.append(unused(i))
+        return "".join(text)
 
     def piece(self, i: int) -> str:
         # one token's text; a character split over two byte-level tokens shows as U+FFFD
-        return "<eos>" if i == self.eos_id else self.tokenizer.decode([i])
+        if i == self.eos_id:
+            return "<eos>"
+        return self.tokenizer.decode([i]) if i < self.vocab_size else unused(i)
 
     def token_text(self, i: int) -> str:
         return self.piece(i).replace("\n", "\\n").replace("\t", "\\t")
@@ -105,6 +121,10 @@ class HFTokenizer:
         )
 
 
+def unused(i: int) -> str:  # the text shown for an id the tokenizer does not have
+    return f"<unused id {i}>"
+
+
 def eos_of(directory: Path, default: int | None) -> int | None:
     # config.json's eos_token_id (an int, or null for none); the tokenizer's default if absent
     path = directory / "config.json"
@@ -112,6 +132,11 @@ def eos_of(directory: Path, default: int | None) -> int | None:
     if "eos_token_id" not in config:
         return default
     eos = config["eos_token_id"]
+    if isinstance(eos, list):  # an instruct model's several stop ids (end of turn, of text)
+        raise CheckpointError(
+            f"{path}: eos_token_id is a list of {len(eos)} ids {eos}; the loops stop at one "
+            "id. Use the base model, or write the one stop id to use in config.json"
+        )
     if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int) or eos < 0):
         raise CheckpointError(f"{path}: eos_token_id must be an id >= 0 or null, got {eos!r}")
     return eos
@@ -143,18 +168,36 @@ def check_same_tokenizer(target_tok, draft_tok, target_dir, draft_dir) -> None:
 
 
 def check_fits(model: GPT | Llama, tokenizer, source) -> None:
-    """Refuse a model whose vocabulary is not the tokenizer's, before any text is made."""
+    """Refuse a model whose vocabulary does not cover the tokenizer's, before any text is made.
+
+    A model may score MORE ids than its tokenizer has: Qwen2.5 pads its 151,665 ids to
+    151,936 output rows (a multiple of 128, for the hardware). Those rows were never trained
+    to win, so they get a tiny probability, and the model's law over them is left as the
+    checkpoint defines it (transformers keeps them too); one drawn anyway is shown as
+    `<unused id N>` by the tokenizer. FEWER rows than the tokenizer's ids is refused: the
+    tokenizer could hand the model an id it has no embedding for."""
     V = model.n_vocab
-    if V != tokenizer.vocab_size:
+    if V < tokenizer.vocab_size:
         raise CheckpointError(
             f"{source}: the model scores {V} token ids, but its tokenizer, {tokenizer.name}, "
-            f"has {tokenizer.vocab_size}; ids beyond one of them could not be read or written. "
+            f"has {tokenizer.vocab_size}; the ids from {V} on have no row in the model. "
             "Put the model's tokenizer.json next to its config.json, or use a model trained "
             "for this tokenizer"
         )
     eos = tokenizer.eos_id
     if eos is not None and not 0 <= eos < V:
         raise CheckpointError(f"{source}: eos_token_id {eos} is not one of the {V} token ids")
+
+
+def check_same_vocabulary(target: GPT | Llama, draft: GPT | Llama, target_dir, draft_dir):
+    # the target verifies the draft's q row by row against its own p: both over the same ids
+    # (padding rows included), else no acceptance ratio p(x)/q(x) is defined
+    if target.n_vocab != draft.n_vocab:
+        raise CheckpointError(
+            f"target and draft score different numbers of ids: {target_dir} has "
+            f"{target.n_vocab} output rows, {draft_dir} has {draft.n_vocab}; speculative "
+            "decoding compares their probabilities id by id, so they must be equal"
+        )
 
 
 @dataclass(frozen=True)
@@ -181,4 +224,24 @@ def load_text_pair(target_dir: str | Path, draft_dir: str | Path) -> TextPair:
     target, draft = load_model(target_dir), load_model(draft_dir)
     check_fits(target, target_tok, target_dir)
     check_fits(draft, target_tok, draft_dir)
+    check_same_vocabulary(target, draft, target_dir, draft_dir)
     return TextPair(target, draft, target_tok)
+
+
+def parameter_count(cfg: GPTConfig | LlamaConfig) -> int:
+    """How many numbers a model of this config holds (a tied output layer counted once)."""
+    family = expected_llama_param_shapes if isinstance(cfg, LlamaConfig) else expected_param_shapes
+    return sum(math.prod(shape) for shape in family(cfg).values())
+
+
+def memory_to_run(target: GPTConfig | LlamaConfig, draft: GPTConfig | LlamaConfig, tokens: int):
+    """Bytes a pair needs in memory: both models' weights as float32 (the project computes in
+    float32, so a bfloat16 checkpoint doubles on load) and both caches at `tokens` positions
+    (keys and values of n_kv_head heads per layer, float32). Activations are a few rows and
+    are left out; loading adds, for a moment, the largest tensor in its stored form."""
+    weights = 4 * (parameter_count(target) + parameter_count(draft))
+
+    def per_token(cfg):  # K and V, every layer, the heads the cache holds
+        return 2 * cfg.n_layer * cfg.n_kv_head * cfg.head_size * 4
+
+    return weights + tokens * (per_token(target) + per_token(draft))

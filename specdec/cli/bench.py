@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 
-from reference.llama import Llama
 from reference.sampling import SamplingParams
 from reference.weights import save_gpt2
 from specdec.cli.inputs import (
@@ -20,7 +19,6 @@ from specdec.cli.inputs import (
     eagle_dir,
     fast_pair,
     load_plain_pair,
-    runs_fast,
     self_draft_dir,
 )
 from specdec.cli.methods import cmd_methods
@@ -98,10 +96,10 @@ def cmd_bench(args) -> int:
     prompts = bench_prompts(args, tokenizer)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    # each trick kept only where it measured faster here (specdec/fast_cpu/plan.py); a model
-    # the fast path does not run stays plain, and the models line says so
-    plain = args.plain or not runs_fast(plain_target, plain_draft)
-    target, draft, source = fast_pair(plain_target, plain_draft, source, args.plain)
+    # each trick kept only where it measured faster here (specdec/fast_cpu/plan.py), for
+    # either family
+    plain = args.plain
+    target, draft, source = fast_pair(plain_target, plain_draft, source, plain)
     print(f"models: {source}")
     print(f"machine: {describe_machine().line()}")
     context = np.concatenate([prompts[0]] * 8)[: target.config.n_ctx // 2]
@@ -115,14 +113,11 @@ def cmd_bench(args) -> int:
     report.min_confidence, report.drafter = args.min_confidence, args.drafter
     report.plain_costs = plain_costs
     report.plans = {} if plain else {"target": target.plan, "draft": draft.plan}
-    if isinstance(plain_target, Llama):  # roofline.py counts GPT-2's products only so far
-        print("roofline floors: not computed (specdec/measure/roofline.py knows GPT-2 only)")
-    else:
-        rates = machine_rates(target)  # the floors' two rates, on this machine now
-        report.rates_text = rates_words(rates)
-        report.floors = {
-            T: floor_seconds(target, T, len(context) + T, rates) for T in costs.target_append
-        }
+    rates = machine_rates(target)  # the floors' two rates, on this machine now
+    report.rates_text = rates_words(rates)
+    report.floors = {
+        T: floor_seconds(target, T, len(context) + T, rates) for T in costs.target_append
+    }
     n_cells = len(temperatures) * len(ks)
 
     def cell_done(point) -> None:  # rewrite the report after every finished (T, k) cell
@@ -234,8 +229,8 @@ def check_bench_options(args) -> tuple[list[int], list[float]]:
     if args.backend == "gpu" and args.target is not None:
         # gpu_bench loads the bundled pair itself: another pair would be silently replaced
         raise ValueError(
-            "--backend gpu benches the bundled GPT-2 pair only so far (the GPU twin runs GPT-2 "
-            "models only); drop --target/--draft, or bench this pair with --backend cpu"
+            "--backend gpu benches the bundled GPT-2 pair only so far (its GPU bench loads that "
+            "pair itself); drop --target/--draft, or bench this pair with --backend cpu"
         )
     if len(drafters) > 1 and args.tree is not None:
         raise ValueError("--tree shapes one tree drafter; the method table uses each one's own")

@@ -11,11 +11,11 @@ import numpy as np
 from reference.sampling import SamplingParams
 from specdec.cli.inputs import (
     backend_core,
-    check_twin_runs,
     eagle_dir,
     load_pair,
     load_plain_pair,
     self_draft_dir,
+    twin_model,
 )
 from specdec.cli.options import (
     HelpWithDefaults,
@@ -120,8 +120,7 @@ def cmd_demo(args) -> int:
     core, where = backend_core(args)
     if args.backend == "gpu":  # the plain weights, copied to the device once
         target, draft, tokenizer, source = load_plain_pair(args)
-        check_twin_runs(target, draft)
-        target, draft = core.GPT(target.config, target.params), core.GPT(draft.config, draft.params)
+        target, draft = twin_model(core, target), twin_model(core, draft)
     else:
         target, draft, tokenizer, source = load_pair(args)
     prompt = tokenizer.encode(text)

@@ -30,32 +30,19 @@ def load_pair(args) -> tuple[GPT, GPT, object, str]:
     return target, draft, tokenizer, source
 
 
-FAST_PATH_GPT2_ONLY = "plain model: the CPU fast path runs GPT-2 models only so far"
-
-
-def runs_fast(target, draft) -> bool:
-    # the fast path compiles GPT-2's block; a Llama-family model runs plain (said in the
-    # "models:" line, not an error: the plain model gives the same tokens, only slower)
-    return not (isinstance(target, Llama) or isinstance(draft, Llama))
-
-
 def fast_pair(target, draft, source: str, plain: bool) -> tuple[GPT, GPT, str]:
     # -> the pair on the CPU fast path, unless --plain or a model it does not run, with the
     # source line saying which
     if plain:
         return target, draft, source + ", plain model"
-    if not runs_fast(target, draft):
-        return target, draft, f"{source}, {FAST_PATH_GPT2_ONLY}"
     return fast(target), fast(draft), source + ", CPU fast path (docs/fast-path.md)"
 
 
-def check_twin_runs(target, draft) -> None:
-    # --backend gpu: the twin mirrors GPT-2 only so far (gpu.model.as_twin_model refuses too)
-    if isinstance(target, Llama) or isinstance(draft, Llama):
-        raise ValueError(
-            "--backend gpu: the GPU twin runs GPT-2 models only so far; run this "
-            "Llama-family pair with --backend cpu"
-        )
+def twin_model(core, model: GPT) -> GPT:
+    # --backend gpu: a plain model's twin of its own family (core is the gpu package), its
+    # weights copied to the device once
+    twin = core.Llama if isinstance(model, Llama) else core.GPT
+    return twin(model.config, model.params)
 
 
 def load_plain_pair(args) -> tuple[GPT, GPT, object, str]:

@@ -70,10 +70,12 @@ def cmd_methods(args) -> int:
 
 
 def runnable(drafters: list[str], every: bool, target, draft, options: dict):
-    # -> (the drafters this pair can run, {refused name: why}). With --drafter all, one that
-    # needs parts trained on this target that are not given (an exit head, extra heads,
-    # EAGLE: a Llama-family target has none yet) is left out by name; named one by one, it
-    # is an error, before anything is measured
+    # -> (the drafters this pair can run, {refused name: why}). A drafter made of parts
+    # trained on this target (extra heads, EAGLE; early exit's head is optional) runs on
+    # either family when they are given (--self-draft DIR, --eagle DIR: train_heads and
+    # train_eagle take GPT-2 and Llama-family targets). With --drafter all, one whose parts
+    # are not given is left out by name with make_drafter's reason (how to train them);
+    # named one by one, it is an error, before anything is measured
     refused = {}
     for name in drafters:
         why = refusal(name, reference, target, draft, **options)

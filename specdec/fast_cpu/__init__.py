@@ -1,8 +1,10 @@
-"""The opt-in CPU fast path: the same GPT, computed in ways this machine runs faster.
+"""The opt-in CPU fast path: the same GPT (or Llama), computed in ways this machine runs faster.
 
-    model.py     FastGPT and `fast(model)`: the tricks, each replacing one computation
+    model.py     FastGPT, FastLlama and `fast(model)`: the tricks, each replacing one computation
+    llama.py     the Llama block's own tricks: RMSNorm (compiled), SiLU and RoPE by products
     plan.py      which tricks pay here: whole passes measured, then chosen (`describe_plan`)
     step.py      a forward with a cache as one compiled call (the draft's step, a pass)
+    llama_step.py  the same for the Llama block
     compiled.py  the few-row product and LayerNorm as compiled loops (numba, optional)
     draw.py      the draft's sampled draw as one compiled call (`FastModelDrafter`)
 
@@ -15,6 +17,7 @@ from specdec.fast_cpu.draw import FastModelDrafter
 from specdec.fast_cpu.model import (
     TRICK_CHOICES,
     FastGPT,
+    FastLlama,
     attention_keys_first,
     fast,
     future_keys,
@@ -30,6 +33,7 @@ __all__ = [
     "MANY_ROWS",
     "TRICK_CHOICES",
     "FastGPT",
+    "FastLlama",
     "FastModelDrafter",
     "TrickPlan",
     "attention_keys_first",

@@ -1,5 +1,8 @@
 """The opt-in CPU fast path: the same GPT, computed in ways OpenBLAS often runs faster.
 
+(`FastLlama`, after FastGPT, is the same for the Llama family: FastGPT's plan, layouts and
+tricks on the Llama block, with specdec/fast_cpu/llama.py's and llama_step.py's own.)
+
 `FastGPT` is a `reference.model.GPT` whose block computations `linear`, `attend` and
 `activation`, and its output layer `logits`, can be replaced by versions that give the same
 numbers to float32 rounding but suit OpenBLAS and NumPy's call overhead on a CPU; where the
@@ -28,15 +31,22 @@ seen by the next call: the transposed layout is made again from the new array.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
 import numpy as np
 
-from reference.config import GPTConfig
-from reference.llama import Llama
-from reference.model import GPT, attention, causal_mask, gelu
-from specdec.fast_cpu import compiled, step
+from reference.config import GPTConfig, LlamaConfig
+from reference.llama import Llama, grouped_attention, rope_tables, silu
+from reference.model import GPT, attention, causal_mask, gelu, merge_heads, split_heads
+from specdec.fast_cpu import compiled, llama_step, step
+from specdec.fast_cpu.llama import (
+    rms_norm_rows,
+    rotate_by_products,
+    silu_by_products,
+    whole_width,
+)
 from specdec.fast_cpu.plan import (
     COMPILED_CONFIGS,
     CONFIGS,
@@ -92,14 +102,19 @@ def gelu_by_products(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
 def attention_keys_first(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None
 ) -> np.ndarray:
-    # q [..., nh, T, hs], k/v [..., nh, S, hs] -> [..., nh, T, hs]: `attention` (mask None =
+    # q [..., nh, T, hs], k/v [..., nkv, S, hs] -> [..., nh, T, hs]: `attention` (mask None =
     # causal, or a bool mask that broadcasts to the scores), computed in one scores array.
     # q k^T is computed as (k q^T)^T -- with the long side (S cached keys) as the rows of the
     # product OpenBLAS does not repack k -- then copied to C order, so that the softmax's
     # reductions run along contiguous rows; the scale, mask and softmax then work in place.
     # A causal pass masks only among the last T - 1 keys (every new row sees the history).
-    T, S = q.shape[-2], k.shape[-2]
-    scores = np.ascontiguousarray((k @ q.swapaxes(-1, -2)).swapaxes(-1, -2))  # [..., nh, T, S]
+    # Grouped-query attention (nkv < nh, a Llama's): query head h reads key head h // g,
+    # g = nh / nkv, so a group's g query heads are g T rows of one product with their key
+    # head, each key read once per group, nothing broadcast or copied; nkv = nh is GPT-2's.
+    T, S, nkv = q.shape[-2], k.shape[-2], k.shape[-3]
+    rows = q.reshape(q.shape[:-3] + (nkv, -1, q.shape[-1]))  # [..., nkv, g T, hs]
+    grouped = np.ascontiguousarray((k @ rows.swapaxes(-1, -2)).swapaxes(-1, -2))  # [.., g T, S]
+    scores = grouped.reshape(q.shape[:-1] + (S,))  # [..., nh, T, S], a view: per query head
     scores *= np.float32(1.0 / math.sqrt(q.shape[-1]))
     if mask is not None:  # a tree's or a batch's mask
         np.copyto(scores, np.float32(-1e10), where=~mask)
@@ -108,7 +123,7 @@ def attention_keys_first(
     scores -= scores.max(axis=-1, keepdims=True)  # softmax, as reference.model.softmax
     np.exp(scores, out=scores)
     scores /= scores.sum(axis=-1, keepdims=True)
-    return scores @ v
+    return (grouped @ v).reshape(q.shape)
 
 
 @functools.cache
@@ -122,7 +137,8 @@ def future_keys(T: int) -> np.ndarray:  # -> [T, T - 1] bool, True = must not at
 
 
 def is_linear_weight(name: str, w: np.ndarray) -> bool:
-    return name.startswith("h.") and w.ndim == 2
+    # a block's matrix: GPT-2's h.{i}.*, a Llama's model.layers.{i}.*
+    return name.startswith(("h.", "model.layers.")) and w.ndim == 2
 
 
 def logits_few_rows(h: np.ndarray, wte: np.ndarray) -> np.ndarray:
@@ -137,6 +153,10 @@ class FastGPT(GPT):
     `plan` says which trick computes which call (specdec/fast_cpu/plan.py); by default it is
     measured on this machine when the model is built."""
 
+    # the compiled forward of this block (its CompiledWeights, compiled_forward)
+    forward_module = step
+    activation_name = "gelu"  # what the plan's description calls the "gelu" trick
+
     def __init__(
         self, config: GPTConfig, params: dict[str, np.ndarray], plan: TrickPlan | None = None
     ) -> None:
@@ -146,7 +166,7 @@ class FastGPT(GPT):
             if is_linear_weight(name, w):
                 self.params[name] = read_only(np.array(w, dtype=np.float32, order="C"))
                 self.transposed_weight(name)
-        self.compiled_weights = step.CompiledWeights(config.n_layer)
+        self.compiled_weights = self.forward_module.CompiledWeights(config.n_layer)
         self.plan = measure_passes(self) if plan is None else plan
 
     def forward_unchecked(self, tokens: np.ndarray, cache=None) -> np.ndarray:
@@ -168,7 +188,7 @@ class FastGPT(GPT):
         if whole is None or not compiled.AVAILABLE:
             return None
         group = 1 if whole == "stepwise" else len(tokens)
-        return step.compiled_forward(
+        return self.forward_module.compiled_forward(
             self, self.compiled_weights, tokens, cache, group, logits
         )  # None: an array the compiled loops cannot read
 
@@ -222,6 +242,96 @@ class FastGPT(GPT):
         return h @ wte.T
 
 
+class FastLlama(FastGPT, Llama):
+    """`Llama` with the CPU fast path: FastGPT's plan, layouts and tricks, on the Llama block.
+
+    The checkpoint stores a linear weight as torch does, W [C_out, C_in]: that is already the
+    layout the few-row products read (FastGPT's w_t), so they read `params` itself; the copy
+    FastGPT keeps in `transposed` is here W.T [C_in, C_out], what BLAS's x @ w reads fastest
+    (OpenBLAS's Haswell kernels: 1.0-1.4x faster than x @ W.T for one row, 1.0-1.6x for 4-8;
+    docs/fast-path.md), read by every product no trick replaces, the plan's "plain" included.
+    RMSNorm, SiLU and RoPE have tricks of their own (specdec/fast_cpu/llama.py), under the
+    plan's names "compiled_norm", "gelu" and "attention"; the whole forward as one compiled
+    call is specdec/fast_cpu/llama_step.py."""
+
+    forward_module = llama_step
+    activation_name = "silu"
+
+    def __init__(
+        self, config: LlamaConfig, params: dict[str, np.ndarray], plan: TrickPlan | None = None
+    ) -> None:
+        # the rotation's tables as wide as a head (rotate_by_products), from the config alone;
+        # made before FastGPT's init, which measures passes that read them
+        cos, sin = rope_tables(config)
+        self.rope_cos2, self.rope_sin2 = whole_width(cos, sin)  # [n_ctx, hs] each
+        super().__init__(config, params, plan)
+
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:  # [T, C_in] -> [T, C_out]
+        w = self.params[name + ".weight"]  # [C_out, C_in]: the few-row products' w_t
+        b = self.params.get(name + ".bias")  # only Qwen2's q/k/v have one
+        T, shape = x.shape[0], w.shape[::-1]  # the plan's shapes are [C_in, C_out]
+        if 1 < T <= FEW_ROWS and self.plan.uses("linear", shape, T):
+            return linear_few_rows(x, w, NO_BIAS if b is None else b)
+        if 1 < T <= FEW_ROWS and self.plan.uses("compiled", shape, T):
+            if compiled.fits(w.shape[0]):
+                return compiled.few_rows_product(x, w, NO_BIAS if b is None else b)
+        y = x @ self.transposed_weight(name + ".weight")  # [C_in, C_out]
+        if b is not None:
+            y += b
+        return y
+
+    def norm(self, x: np.ndarray, name: str) -> np.ndarray:  # [..., C] -> [..., C]
+        rows = x.shape[-2] if x.ndim > 1 else 1
+        if self.plan.uses("compiled_norm", x.shape[-1:], rows) and compiled.AVAILABLE:
+            g = self.params[("model.norm" if name == "ln_f" else name) + ".weight"]
+            flat = x.reshape(-1, x.shape[-1])
+            return rms_norm_rows(flat, g, self.config.rms_norm_eps).reshape(x.shape)
+        return Llama.norm(self, x, name)
+
+    def rotary_attention(self, q, k, v, i: int, cache, at) -> np.ndarray:
+        # q [R, nh*hs], k/v [R, nkv*hs] -> [R, nh*hs]: Llama.rotary_attention (which says why
+        # keys are cached rotated), with the rotation by products where the plan chose the
+        # attention trick (the two run on the same passes)
+        cfg = self.config
+        T = at.shape[-1]
+        if not self.plan.uses("attention", (cfg.n_head, cfg.head_size), T):
+            return Llama.rotary_attention(self, q, k, v, i, cache, at)
+        q = split_heads(q.reshape(at.shape + (-1,)), cfg.n_head)  # [..., nh, T, hs]
+        k = split_heads(k.reshape(at.shape + (-1,)), cfg.n_kv_head)  # [..., nkv, T, hs]
+        v = split_heads(v.reshape(at.shape + (-1,)), cfg.n_kv_head)
+        cos = self.rope_cos2[at.positions][..., None, :, :]  # [..., 1, T, hs]
+        sin = self.rope_sin2[at.positions][..., None, :, :]
+        q, k = rotate_by_products(q, cos, sin), rotate_by_products(k, cos, sin)
+        if cache is not None:
+            k, v = cache.write_at(i, at, k, v)  # [..., nkv, S, hs]
+        out = merge_heads(self.attend(q, k, v, at.mask))  # [..., T, nh*hs]
+        return out.reshape(-1, out.shape[-1])
+
+    def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=None) -> np.ndarray:
+        # q [..., nh, T, hs], k/v [..., nkv, S, hs]: keys first, each key head once per group
+        if self.plan.uses("attention", (q.shape[-3], q.shape[-1]), q.shape[-2]):
+            return attention_keys_first(q, k, v, mask)
+        return grouped_attention(q, k, v, mask)
+
+    def activation(self, x: np.ndarray) -> np.ndarray:  # [...] -> [...]
+        if self.plan.uses("gelu", x.shape[-1:], x.shape[0] if x.ndim > 1 else 1):
+            return silu_by_products(x)
+        return silu(x)
+
+    def logits(self, h: np.ndarray) -> np.ndarray:
+        # [T, C] -> [T, V]: h @ W^T, W [V, C] (lm_head, or the tied embedding) already laid
+        # out as a w_t
+        tied = self.config.tie_word_embeddings
+        w = self.params["model.embed_tokens.weight" if tied else "lm_head.weight"]
+        T = h.shape[0]
+        if 1 < T <= FEW_ROWS and self.plan.uses("logits", w.shape, T):
+            return logits_few_rows(h, w)
+        return h @ w.T
+
+
+NO_BIAS = np.float32(0.0)  # what the few-row products add where a Llama linear has no bias
+
+
 def read_only(w: np.ndarray) -> np.ndarray:
     w.flags.writeable = False
     return w
@@ -257,8 +367,10 @@ def measure_passes(model: FastGPT, repeats: int = 7) -> TrickPlan:
 
     configs = tuple(c for c in CONFIGS if c not in COMPILED_CONFIGS or compiled.AVAILABLE)
     note = f"compiled loop for {compiled.compiled_for()}"
+    key = (type(model).__name__, repr(cfg))
     try:
-        return measure_plan(run_pass, touch, ("FastGPT", repr(cfg)), repeats, configs, note)
+        plan = measure_plan(run_pass, touch, key, repeats, configs, note)
+        return dataclasses.replace(plan, activation=model.activation_name)
     finally:
         if measured is not None:
             model.plan = measured
@@ -268,20 +380,17 @@ TRICK_CHOICES = ("measure", "all", "none")
 
 
 def fast(model: GPT, tricks: str = "measure") -> FastGPT:
-    """The fast-path twin of a plain model (its weights laid out anew, the model untouched).
+    """The fast-path twin of a plain model (its weights laid out anew, the model untouched):
+    a FastGPT, or a FastLlama for a Llama-family model.
 
     tricks: "measure" (each trick kept where it timed faster here, specdec/fast_cpu/plan.py),
     "all" (every trick, whatever it costs: the parity tests) or "none" (the plain
     computations, in the fast model's weight layout)."""
     if tricks not in TRICK_CHOICES:
         raise ValueError(f"tricks must be one of {TRICK_CHOICES}, got {tricks!r}")
-    if isinstance(model, Llama):  # its compiled steps are GPT-2's block
-        raise ValueError(
-            "the CPU fast path runs GPT-2 models only so far; run a Llama-family model "
-            "plain (--plain, or without fast())"
-        )
     forced = {"all": TrickPlan.all_tricks(), "none": TrickPlan.no_tricks()}.get(tricks)
     # FastGPT copies the linear weights into its own read-only layouts; the rest is copied
     # here, so that the two models share nothing
     params = {n: w if is_linear_weight(n, w) else w.copy() for n, w in model.params.items()}
-    return FastGPT(model.config, params, forced)
+    kind = FastLlama if isinstance(model, Llama) else FastGPT
+    return kind(model.config, params, forced)

@@ -25,10 +25,15 @@ imports nothing of the fast path.
     gelu        reference.model.gelu                    gelu_by_products
     logits      h @ wte^T (2..FEW_ROWS rows)            logits_few_rows
 
-and two configurations that replace a whole forward with a cache by one compiled call
-(`WHOLE_FORWARD`, specdec/fast_cpu/step.py), timed for passes of up to FEW_ROWS rows only
-(`MOST_ROWS`): "stepwise" runs the rows one after the other (a small model's step), "fused"
-all at once (a verification pass).
+On a Llama-family model (FastLlama) the same names cover its block: compiled_norm its RMSNorm
+(rms_norm_rows), attention the grouped attention and the RoPE rotation before it
+(rotate_by_products), gelu its SiLU (silu_by_products; `describe_plan` prints "silu"), all in
+specdec/fast_cpu/llama.py.
+
+There are also two configurations that replace a whole forward with a cache by one compiled
+call (`WHOLE_FORWARD`, specdec/fast_cpu/step.py; llama_step.py for a Llama), timed for passes
+of up to FEW_ROWS rows only (`MOST_ROWS`): "stepwise" runs the rows one after the other (a
+small model's step), "fused" all at once (a verification pass).
 
 Each figure is the fastest of `repeats` passes, the configurations and row counts taking
 turns: other work on the machine can only add time, and the cold weights are the same at
@@ -113,6 +118,7 @@ class TrickPlan:
     timings: tuple[PassTiming, ...] = ()
     everything: bool | None = None
     machine: str = ""  # the BLAS kernel and threads the timings were taken with
+    activation: str = "gelu"  # the model's activation, as the description names its trick
     chosen: dict = field(init=False, repr=False, compare=False)  # rows -> config name
     kept: frozenset = field(init=False, repr=False, compare=False)  # {(trick, rows)}
 
@@ -271,7 +277,8 @@ def describe_plan(plan: TrickPlan) -> str:
         "|---|---|---|",
     ]
     for config, rows in by_config.items():
-        tricks = ", ".join(t for t in TRICKS if t in CONFIGS[config]) or "none"
+        names = [plan.activation if t == "gelu" else t for t in TRICKS if t in CONFIGS[config]]
+        tricks = ", ".join(names) or "none"
         if config in WHOLE_FORWARD:
             tricks = f"{WHOLE_FORWARD[config]} (other passes: {tricks})"
         lines.append(f"| {config} | {tricks} | {row_ranges(rows)} rows |")

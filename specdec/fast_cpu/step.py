@@ -141,18 +141,23 @@ if numba is not None:  # (the fast path asks compiled.AVAILABLE at each call)
 
     @jit
     def attend_row(qkv, keys, values, S, out, scores, bits):
-        # qkv [3C] (this row's q, k, v), keys/values [nh, N, hs] with this row's K/V already
-        # in slot S - 1 -> out [C]: per head softmax(q k^T / sqrt(hs)) v over slots 0..S-1
-        # (scores [N] float32, bits [N] int32: scratch)
-        nh, hs = keys.shape[0], keys.shape[2]
+        # qkv [3C] (this row's q, k, v; or its q alone), keys/values [nkv, N, hs] with this
+        # row's K/V already in slot S - 1 -> out [nh hs]: per query head softmax(q k^T /
+        # sqrt(hs)) v over slots 0..S-1, query head h reading key/value head h // (nh / nkv)
+        # (GPT-2: nkv = nh; a Llama's grouped heads share). scores [N] float32, bits [N] int32:
+        # scratch
+        hs = keys.shape[2]
+        nh = out.shape[0] // hs
+        group = nh // keys.shape[0]
         scale = np.float32(1.0 / math.sqrt(hs))
         for h in range(nh):
             q = qkv[h * hs : (h + 1) * hs]
+            kv = h // group
             top = np.float32(-np.inf)
             for s in range(S):
                 dot = np.float32(0.0)
                 for d in range(hs):
-                    dot += q[d] * keys[h, s, d]
+                    dot += q[d] * keys[kv, s, d]
                 scores[s] = dot * scale
                 top = max(top, scores[s])
             for s in range(S):
@@ -166,7 +171,7 @@ if numba is not None:  # (the fast path asks compiled.AVAILABLE at each call)
             for s in range(S):
                 p = scores[s] / total
                 for d in range(hs):
-                    o[d] += p * values[h, s, d]
+                    o[d] += p * values[kv, s, d]
 
     @jit
     def rows_times_matrix(x, w, w_t, b, chunk, out):  # [R, C_in] -> out [R, C_out]

@@ -1,6 +1,7 @@
 """What each trick of the CPU fast path buys on this machine, measured on the bundled pair.
 
     .venv/bin/python -m specdec.measure.fast_path_report            # prints markdown tables
+    .venv/bin/python -m specdec.measure.fast_path_report --llama    # the same for a Llama pair
 
 First the machine and what `fast(model)` chose for each model here (specdec/fast_cpu/plan.py:
 whole passes timed under each configuration of tricks, the fastest kept per pass size), then
@@ -8,20 +9,27 @@ the tricks forced on, one by one.
 
 Each row times the plain computation (reference/model.py) and the fast one
 (specdec/fast_cpu/model.py) on the shapes the bundled pair really uses, one BLAS thread, median
-of many calls. The
-figures in docs/fast-path.md come from this script.
+of many calls. With --llama the pair is a random Llama-family pair of the bundled pair's
+sizes (`LLAMA_PAIR`: GQA, SwiGLU; timings need the shapes, not trained weights), and the
+tricks timed alone are the Llama block's own (specdec/fast_cpu/llama.py). The figures in
+docs/fast-path.md come from this script.
 """
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 
+from reference import llama as plain_llama
 from reference import model as plain
+from reference.config import LlamaConfig
 from reference.tree import TreeShape
 from specdec.bundled import load_bundled_pair
 from specdec.costs import time_append, time_tree_pass
 from specdec.drafting import TREE_WIDTHS
 from specdec.fast_cpu import compiled as fast_compiled
+from specdec.fast_cpu import llama as fast_llama
 from specdec.fast_cpu import model as fast_model
 from specdec.fast_cpu.plan import describe_plan
 from specdec.machine import describe_machine
@@ -97,6 +105,74 @@ def trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float
     return rows
 
 
+# the bundled pair's sizes as Llamas: widths, layers, heads (keys and values: a third, a
+# half), an MLP of about GPT-2's weight count, the bundled vocabulary and context
+LLAMA_PAIR = {
+    "target": LlamaConfig(
+        n_vocab=257, n_ctx=512, n_embd=384, n_layer=6, n_head=6, n_kv_head=2, n_inner=1024
+    ),
+    "draft": LlamaConfig(
+        n_vocab=257, n_ctx=512, n_embd=128, n_layer=2, n_head=2, n_kv_head=1, n_inner=384
+    ),
+}
+
+
+def random_llama_pair() -> tuple[plain_llama.Llama, plain_llama.Llama]:
+    rng = np.random.default_rng(0)
+    target, draft = (
+        plain_llama.Llama(cfg, plain_llama.init_llama_params(cfg, rng, std=0.05))
+        for cfg in LLAMA_PAIR.values()
+    )
+    return target, draft
+
+
+def llama_trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float, float]]:
+    # -> [(what, plain microseconds, fast microseconds)]: the Llama block's own tricks
+    cfg, dcfg = target.config, draft.config
+    C, nh, nkv, hs, S = cfg.n_embd, cfg.n_head, cfg.n_kv_head, cfg.head_size, 400
+    rows = []
+    for R, width in ((1, dcfg.n_embd), (8, C)):
+        x = rng.standard_normal((R, width)).astype(np.float32)
+        g = np.ones(width, np.float32)
+        if fast_compiled.AVAILABLE:
+            rows.append(
+                (
+                    f"RMSNorm [{R},{width}], compiled",
+                    median_us(lambda x=x, g=g: plain_llama.rms_norm(x, g, 1e-6)),
+                    median_us(lambda x=x, g=g: fast_llama.rms_norm_rows(x, g, 1e-6)),
+                )
+            )
+    gate = rng.standard_normal((1, dcfg.n_inner)).astype(np.float32)
+    rows.append(
+        (
+            f"SiLU of one draft row [1,{dcfg.n_inner}]",
+            median_us(lambda: plain_llama.silu(gate)),
+            median_us(lambda: fast_llama.silu_by_products(gate)),
+        )
+    )
+    q = rng.standard_normal((nh, 5, hs)).astype(np.float32)
+    angles = rng.uniform(-3, 3, (1, 5, hs // 2))
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    wide = fast_llama.whole_width(cos, sin)  # made once per model
+    rows.append(
+        (
+            f"RoPE of 5 rows' queries [{nh},5,{hs}]",
+            median_us(lambda: plain_llama.rotate(q, cos, sin)),
+            median_us(lambda: fast_llama.rotate_by_products(q, *wide)),
+        )
+    )
+    k = rng.standard_normal((nkv, S, hs)).astype(np.float32)
+    v = rng.standard_normal((nkv, S, hs)).astype(np.float32)
+    rows.append(
+        (
+            f"grouped attention, {nh} query / {nkv} key heads, 5 rows over {S} keys",
+            median_us(lambda: plain_llama.grouped_attention(q, k, v)),
+            median_us(lambda: fast_model.attention_keys_first(q, k, v)),
+        )
+    )
+    return rows
+
+
 def pass_rows(target, draft, context: np.ndarray) -> list[tuple[str, float, float]]:
     # whole forward passes after `context` is cached: the draft's one-row step, the
     # target's one-row step and its T-row verification passes
@@ -132,10 +208,17 @@ def pass_rows(target, draft, context: np.ndarray) -> list[tuple[str, float, floa
 TREE_PASSES = {name: TREE_WIDTHS[name] for name in ("tree", "tree-wide")}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     from threadpoolctl import threadpool_limits
 
-    target, draft = load_bundled_pair()
+    parser = argparse.ArgumentParser(
+        prog="python -m specdec.measure.fast_path_report", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--llama", action="store_true", help="a random Llama pair of the bundled pair's sizes"
+    )
+    args = parser.parse_args(argv)
+    target, draft = random_llama_pair() if args.llama else load_bundled_pair()
     context = np.frombuffer(b"    def area(self):\n        return self.w * self.h\n" * 8, np.uint8)
     context = context.astype(np.int64)[:400]
     with threadpool_limits(limits=1, user_api="blas"):
@@ -143,7 +226,8 @@ def main() -> None:
         print(f"Compiled loop (numba): {fast_compiled.compiled_for()}\n")
         for name, model in (("target", target), ("draft", draft)):
             print(f"**{name}**: " + describe_plan(fast_model.fast(model).plan))
-        rows = trick_rows(target, draft, np.random.default_rng(0))
+        rng = np.random.default_rng(0)
+        rows = (llama_trick_rows if args.llama else trick_rows)(target, draft, rng)
         rows += pass_rows(target, draft, context)
     print("Every trick forced on (whole passes: the measured choice):\n")
     print("| what | plain (us) | fast path (us) | plain / fast |")

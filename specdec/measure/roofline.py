@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from reference.llama import Llama
 from reference.model import GPT
 from specdec.bundled import load_bundled_pair
 from specdec.costs import time_append
@@ -37,6 +38,16 @@ from specdec.fast_cpu import fast
 from specdec.machine import describe_machine
 
 LINEARS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+# a Llama block's linears (reference/llama.py), each stored [C_out, C_in]
+LLAMA_LINEARS = (
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.o_proj",
+    "mlp.gate_proj",
+    "mlp.up_proj",
+    "mlp.down_proj",
+)
 F32 = 4  # bytes per float32
 
 
@@ -58,13 +69,29 @@ def median_seconds(fn, repeats: int, warmups: int = 1) -> float:
     return float(np.median(times))
 
 
+def block_weights(model: GPT) -> list[np.ndarray]:
+    # every block's linear weights as [C_in, C_out], the layout a one-row product reads
+    # fastest: a Llama's W [C_out, C_in] as the fast model's contiguous copy of W.T where it
+    # keeps one (FastLlama.transposed_weight), else as a view of W.T (what the plain model reads)
+    if not isinstance(model, Llama):
+        n_layer = model.config.n_layer
+        return [model.params[f"h.{i}.{n}.weight"] for i in range(n_layer) for n in LINEARS]
+    names = [
+        f"model.layers.{i}.{n}.weight" for i in range(model.config.n_layer) for n in LLAMA_LINEARS
+    ]
+    laid_out = getattr(model, "transposed_weight", None)
+    return [model.params[n].T if laid_out is None else laid_out(n) for n in names]
+
+
+def linear_label(name: str) -> str:
+    # a linear's parameter name -> its name within a block: "h.3.attn.c_attn" -> "attn.c_attn",
+    # "model.layers.3.mlp.up_proj" -> "mlp.up_proj"
+    return name.split(".", 3)[3] if name.startswith("model.layers.") else name.split(".", 2)[2]
+
+
 def machine_rates(model: GPT, repeats: int = 30) -> Rates:
     """The two rates of the roofline, measured here on the current BLAS threads."""
-    weights = [
-        model.params[f"h.{i}.{name}.weight"]
-        for i in range(model.config.n_layer)
-        for name in LINEARS
-    ]
+    weights = block_weights(model)
     rows = [np.ones((1, w.shape[0]), np.float32) for w in weights]
 
     def one_row_products():
@@ -103,16 +130,35 @@ def pass_products(model: GPT, T: int, S: int) -> list[Product]:
         raise ValueError(f"a pass needs 1 <= T <= S new positions and keys, got T={T}, S={S}")
     cfg = model.config
     C, L, V = cfg.n_embd, cfg.n_layer, cfg.n_vocab
-    shapes = {"attn.c_attn": (C, 3 * C), "attn.c_proj": (C, C), "mlp.c_fc": (C, 4 * C)}
-    shapes["mlp.c_proj"] = (4 * C, C)
+    shapes, biased = linear_shapes(model)
     products = [
-        Product(name, L * F32 * (c_in * c_out + c_out), L * 2.0 * T * c_in * c_out)
+        Product(
+            name,
+            L * F32 * (c_in * c_out + (c_out if name in biased else 0)),
+            L * 2.0 * T * c_in * c_out,
+        )
         for name, (c_in, c_out) in shapes.items()
     ]
-    # q k^T and p v over S keys: reads the cached K and V of every layer
-    products.append(Product("attention", L * 2 * F32 * S * C, L * 2 * 2.0 * T * S * C))
+    # q k^T and p v over S keys: reads the cached K and V of every layer (n_kv_head heads of
+    # them: a Llama's grouped query heads share each), and multiplies every query head by them
+    nq, nk = cfg.n_head * cfg.head_size, cfg.n_kv_head * cfg.head_size
+    products.append(Product("attention", L * 2 * F32 * S * nk, L * 2 * 2.0 * T * S * nq))
     products.append(Product("logits", F32 * V * C, 2.0 * T * V * C))
     return products
+
+
+def linear_shapes(model: GPT) -> tuple[dict[str, tuple[int, int]], set[str]]:
+    # -> ({a block's linear: (C_in, C_out)}, the linears with a bias)
+    cfg = model.config
+    C = cfg.n_embd
+    if not isinstance(model, Llama):
+        shapes = {"attn.c_attn": (C, 3 * C), "attn.c_proj": (C, C), "mlp.c_fc": (C, 4 * C)}
+        shapes["mlp.c_proj"] = (4 * C, C)
+        return shapes, set(shapes)
+    nq, nk, I = cfg.n_head * cfg.head_size, cfg.n_kv_head * cfg.head_size, cfg.n_inner  # noqa: E741
+    widths = (C, nq), (C, nk), (C, nk), (nq, C), (C, I), (C, I), (I, C)
+    biased = set(LLAMA_LINEARS[:3]) if cfg.attention_bias else set()  # Qwen2's q, k, v
+    return dict(zip(LLAMA_LINEARS, widths, strict=True)), biased
 
 
 def floor_seconds(model: GPT, T: int, S: int, rates: Rates) -> float:
@@ -138,7 +184,7 @@ def pass_breakdown(model: GPT, context: np.ndarray, T: int, repeats: int) -> dic
         def wrapped(*args):
             start = time.perf_counter()
             out = method(*args)
-            spent[label or args[1].split(".", 2)[2]] += time.perf_counter() - start
+            spent[label or linear_label(args[1])] += time.perf_counter() - start
             return out
 
         return wrapped

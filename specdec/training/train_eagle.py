@@ -1,6 +1,12 @@
 """Train an EAGLE drafter (reference/eagle.py) on the frozen bundled target.
 
     python -m specdec.training.train_eagle --out models/eagle [--variant eagle-1|eagle-3|both]
+    python -m specdec.training.train_eagle --target DIR --out DIR2 --windows 64  (any family)
+
+A Llama-family --target (llama, qwen2, mistral) gets a Llama decoder layer as its block
+(eagle_llama.py), trained by the same `train` and `unroll` below on the target's states
+computed by the NumPy reference (llama_states.py), and a shorter evaluation (`main_llama`).
+What follows describes the GPT-2 target.
 
 What is trained: a fusion layer and one transformer block (the target's width C), nothing
 else. The drafter reads the target's own features and the token that followed them:
@@ -83,9 +89,17 @@ import torch.nn.functional as F
 
 from reference import speculative_generate
 from reference.eagle import EagleDrafter
+from reference.llama import Llama
 from reference.sampling import SamplingParams
-from reference.weights import load_gpt2, read_safetensors, write_safetensors
+from reference.weights import load_gpt2, load_model, read_safetensors, write_safetensors
 from specdec.training.corpus import load_corpus, sample_windows
+from specdec.training.eagle_llama import (
+    LlamaEagle,
+    llama_variants,
+    numpy_round_check,
+    one_step_alpha,
+)
+from specdec.training.llama_states import check_state_room, corpus_tokens, llama_states
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET_DIR = ROOT / "models" / "target"
@@ -266,8 +280,9 @@ class Eagle(torch.nn.Module):
         # tokens [B, T] (x(t+1)), feat [B, T, C] (of t) -> g [B, T, C]
         return torch.cat([self.frozen["wte.weight"][tokens], feat], -1) @ self.fc_w + self.fc_b
 
-    def run_block(self, g, mask, past=()):
-        # g [B, T, C] -> (f^ [B, T, C], (k, v)); no position embedding (reference/eagle.py)
+    def run_block(self, g, mask, past=(), positions=None):
+        # g [B, T, C] -> (f^ [B, T, C], (k, v)); no position embedding (reference/eagle.py):
+        # the rows' positions are not read (a Llama layer's are: eagle_llama.py)
         P = {"h.0." + part: self.block[part.replace(".", "_")] for part in BLOCK_PARTS}
         return block(g, P, 0, self.cfg.n_head, self.cfg.layer_norm_epsilon, mask, past)
 
@@ -305,8 +320,13 @@ def unroll(model: Eagle, tokens, feats, chain_tokens, chains=None) -> list[torch
     # p(c + j - 1))]. Chains never see each other (module docstring), so a subset is exact.
     T1 = tokens.shape[1] - 1
     chains = torch.arange(T1) if chains is None else chains
+    # positions (read by a Llama layer's RoPE): step 1's row t sits at t; chain c's row of
+    # step j at c + j - 2, the slot the NumPy drafter writes that draft row at
     out, kv = model.run_block(
-        model.fuse(tokens[:, 1:], model.true_feature(feats[:, :-1])), causal(T1)
+        model.fuse(tokens[:, 1:], model.true_feature(feats[:, :-1])),
+        causal(T1),
+        (),
+        torch.arange(T1),
     )
     outs, past = [out], [kv]
     first = torch.cat([out.new_zeros(out[:, :1].shape), out[:, :-1]], 1)  # chain c: row c-1's
@@ -314,7 +334,7 @@ def unroll(model: Eagle, tokens, feats, chain_tokens, chains=None) -> list[torch
     for j, toks in enumerate(chain_tokens, start=2):
         own = torch.eye(len(chains), dtype=torch.bool)  # chain c's rows of steps 2..j
         mask = torch.cat([chain_mask(T1, 1, -1)[chains]] + [own] * (j - 1), 1)
-        prev, kv = model.run_block(model.fuse(toks[:, chains], prev), mask, past)
+        prev, kv = model.run_block(model.fuse(toks[:, chains], prev), mask, past, chains + j - 2)
         outs.append(prev)
         past.append(kv)
     return outs
@@ -706,7 +726,9 @@ def main(argv=None) -> None:
     if args.recheck:
         return recheck(args)
     started = time.perf_counter()
-    target = load_gpt2(args.target)
+    target = load_model(args.target)
+    if isinstance(target, Llama):
+        return main_llama(args, target, argv)
     cfg, P = target.config, torch_params(target.params)
     variants = ["eagle-1", "eagle-3"] if args.variant == "both" else [args.variant]
     for v in variants:
@@ -794,6 +816,65 @@ def main(argv=None) -> None:
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine(args.threads),
         "python": platform.python_version(),
+        "torch": torch.__version__,
+        "weights_dtype": "float16",
+    }
+    (args.out / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    print(f"wrote {args.out} ({best}) in {metadata['minutes']} min")
+
+
+def main_llama(args, target: Llama, argv) -> None:
+    # A Llama-family target (eagle_llama.py): the same training (`train`: `unroll`, the
+    # losses), the target's states from the NumPy reference on its own tokens of the same
+    # corpus, and a shorter evaluation: the first draft's agreement on held-out windows
+    # (true features), then greedy rounds of the exported drafter in reference.eagle
+    cfg = target.config
+    started, by_variant = time.perf_counter(), llama_variants(cfg.n_layer)
+    variants = list(by_variant) if args.variant == "both" else [args.variant]
+    layers = sorted({l for v in variants for l in by_variant[v]})
+    if args.length > cfg.n_ctx:
+        raise ValueError(f"--length {args.length} exceeds the target's n_ctx {cfg.n_ctx}")
+    check_state_room(args.windows + args.held_windows, args.length, target, layers)
+    train_stream, held_stream = corpus_tokens(args.target, cfg.n_vocab)
+    rng = np.random.default_rng(args.seed)
+    train_windows = sample_windows(train_stream, args.windows, args.length - 1, rng)
+    held = sample_windows(held_stream, args.held_windows, args.length - 1, rng)
+    states, held_states = (
+        llama_states(target, train_windows, layers),
+        llama_states(target, held, layers),
+    )
+    print(f"target states: {train_windows.shape} train, {held.shape} held out", flush=True)
+    models, records, alphas = {}, {}, {}
+    for v in variants:
+        models[v] = LlamaEagle(target, by_variant[v], torch.Generator().manual_seed(args.seed))
+        records[v] = train(models[v], states, args, v)
+        alphas[v] = one_step_alpha(models[v], held_states)
+        print(f"{v}: {records[v]['steps']} steps, held out {alphas[v]}", flush=True)
+    best = max(variants, key=lambda v: alphas[v]["first_draft_alpha_T1"])
+    arrays = export_arrays(models[best])
+    prompts = [held[i, : min(48, args.length)] for i in range(min(args.check_prompts, len(held)))]
+    check = numpy_round_check(target, arrays, by_variant[best], prompts, args.k, args.check_tokens)
+    print(f"NumPy check ({best}, float16 export): {check}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_safetensors(args.out / "eagle.safetensors", arrays)
+    metadata = {
+        "what": f"EAGLE drafter for a {cfg.model_type} target: fc + one Llama layer "
+        "(+ reduce for EAGLE-3)",
+        "variant": best,
+        "feature_layers": list(by_variant[best]),
+        "target": args.target.name,
+        "command": "python -m specdec.training.train_eagle "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        "held_out": alphas,
+        "training": records[best],
+        "numpy_check": check,
+        "hyperparameters": {
+            n: (relative(v) if isinstance(v, Path) else v) for n, v in vars(args).items()
+        },
+        "train_positions": int(train_windows.size),
+        "minutes": round((time.perf_counter() - started) / 60, 2),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine(args.threads),
         "torch": torch.__version__,
         "weights_dtype": "float16",
     }

@@ -1,6 +1,14 @@
 """Train the self-drafting parts on the frozen bundled target: exit heads and extra heads.
 
     python -m specdec.training.train_heads --out models/self_draft
+    python -m specdec.training.train_heads --target DIR --out DIR2 --exit-layers 8,16
+
+--target may be any checkpoint folder reference/weights.py reads: GPT-2, or the Llama family
+(llama, qwen2, mistral: a Hugging Face folder, or one of this project's). For a Llama-family
+target the exit norm is an RMSNorm ("exit.norm.weight", from its model.norm; no bias), the
+output layer its lm_head (or the tied embedding), the corpus its own tokens (its
+tokenizer.json), and its states come from the NumPy reference (llama_states.py); the rest
+below is the same.
 
 * Exit head at layer L' (reference/early_exit.py): a LayerNorm (initialised from the
   target's ln_f) after a residual adapter x + x W + b (W = 0, b = 0 at the start), read by
@@ -32,8 +40,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from reference.weights import write_safetensors
+from reference.llama import Llama
+from reference.weights import load_model, write_safetensors
 from specdec.training.corpus import load_corpus, sample_windows
+from specdec.training.llama_states import (
+    check_state_room,
+    corpus_tokens,
+    llama_states,
+    output_matrix,
+    rms_norm,
+)
 from specdec.training.train_pair import load_exported
 
 TARGET_DIR = Path(__file__).resolve().parents[2] / "models" / "target"
@@ -85,6 +101,30 @@ class ExitHead(torch.nn.Module):
         return {
             "exit.ln.weight": self.ln.weight,
             "exit.ln.bias": self.ln.bias,
+            "exit.proj.weight": self.proj.weight.T,
+            "exit.proj.bias": self.proj.bias,
+        }
+
+
+class LlamaExitHead(torch.nn.Module):
+    # a Llama-family target's exit: RMSNorm (gain initialised from its model.norm, the
+    # target's eps) after the same residual adapter, read by its output layer
+    def __init__(self, norm: torch.Tensor, eps: float, output: torch.Tensor) -> None:
+        super().__init__()
+        C = output.shape[1]
+        self.norm, self.eps = torch.nn.Parameter(norm.clone()), eps
+        self.proj = torch.nn.Linear(C, C)
+        torch.nn.init.zeros_(self.proj.weight)
+        torch.nn.init.zeros_(self.proj.bias)
+        self.register_buffer("output", output)
+
+    def forward(self, x):  # [N, C] -> log q [N, V]
+        return F.log_softmax(rms_norm(x + self.proj(x), self.norm, self.eps) @ self.output.T, -1)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        # the names reference/early_exit.py reads for a Llama-family target (EXIT_RMS_NORM)
+        return {
+            "exit.norm.weight": self.norm,
             "exit.proj.weight": self.proj.weight.T,
             "exit.proj.bias": self.proj.bias,
         }
@@ -184,30 +224,69 @@ def parse_args(argv=None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def gpt2_parts(args, layers):
+    # the bundled target's family: its states from Hugging Face's GPT-2 (the float16 export
+    # as float32), the exit a LayerNorm, the output layer the tied embedding
+    model = load_exported(args.target)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    wte, ln_f = model.transformer.wte.weight.detach(), model.transformer.ln_f
+    corpus = load_corpus()
+    rng = np.random.default_rng(args.seed)
+    train = sample_windows(corpus.train, args.windows, args.length - 1, rng)  # [W, T]
+    held = sample_windows(corpus.held_out, max(16, args.windows // 8), args.length - 1, rng)
+    states = target_states(model, train, layers), target_states(model, held, layers)
+    return states, lambda: ExitHead(ln_f, wte), wte, (train.size, held.size)
+
+
+def llama_parts(args, target: Llama, layers):
+    # a Llama-family target: its states from the NumPy reference on its own tokens of the
+    # corpus, the exit an RMSNorm, the output layer lm_head (or the tied embedding)
+    n_held = max(16, args.windows // 8)
+    check_state_room(args.windows + n_held, args.length, target, layers)
+    train_stream, held_stream = corpus_tokens(args.target, target.n_vocab)
+    rng = np.random.default_rng(args.seed)
+    train = sample_windows(train_stream, args.windows, args.length - 1, rng)
+    held = sample_windows(held_stream, n_held, args.length - 1, rng)
+    states = tuple(exit_inputs(llama_states(target, w, layers), layers) for w in (train, held))
+    norm = torch.from_numpy(np.asarray(target.params["model.norm.weight"], np.float32)).clone()
+    output, eps = output_matrix(target), target.config.rms_norm_eps
+    return states, lambda: LlamaExitHead(norm, eps, output), output, (train.size, held.size)
+
+
+def exit_inputs(states: dict, layers) -> dict:
+    # llama_states' names -> target_states': "x{L'}" the residual after L' blocks, "h", "logp"
+    return {f"x{L}": states[f"f{L}"] for L in layers} | {"h": states["h"], "logp": states["logp"]}
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
     layers = [int(s) for s in args.exit_layers.split(",") if s]
-    model = load_exported(args.target)
-    for p in model.parameters():
-        p.requires_grad_(False)
-    wte, ln_f = model.transformer.wte.weight.detach(), model.transformer.ln_f
-
-    corpus = load_corpus()
-    rng = np.random.default_rng(args.seed)
-    train = sample_windows(corpus.train, args.windows, args.length - 1, rng)  # [W, T]
-    held = sample_windows(corpus.held_out, max(16, args.windows // 8), args.length - 1, rng)
-    states, held_states = target_states(model, train, layers), target_states(model, held, layers)
+    target = load_model(args.target)
+    n_layer = target.config.n_layer
+    if any(not 1 <= L < n_layer for L in layers):
+        raise ValueError(
+            f"--exit-layers {args.exit_layers}: each exit layer L' must be 1..{n_layer - 1} "
+            f"(the target has {n_layer} blocks)"
+        )
+    if isinstance(target, Llama):
+        parts = llama_parts(args, target, layers)
+    else:
+        parts = gpt2_parts(args, layers)
+    (states, held_states), make_exit, wte, (train_positions, held_positions) = parts
     seconds = time.perf_counter() - started
-    print(f"target states: {train.shape} train, {held.shape} held out, {seconds:.0f} s")
+    print(
+        f"target states: {train_positions} + {held_positions} held-out positions, {seconds:.0f} s"
+    )
 
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict = {"exit_heads": {}, "extra_heads": {}}
     C, V = wte.shape[1], wte.shape[0]
     for L in layers:
-        head = ExitHead(ln_f, wte)
+        head = make_exit()
         untrained = overlap(
             held_states["logp"].reshape(-1, V), head(held_states[f"x{L}"].reshape(-1, C))
         )
@@ -256,13 +335,14 @@ def main(argv=None) -> None:
     metadata = {
         "what": "self-drafting parts of the target: exit heads (early exit) and extra heads",
         "target": str(args.target.name),
+        "target_family": getattr(target.config, "model_type", "gpt2"),
         "command": "python -m specdec.training.train_heads "
         + " ".join(sys.argv[1:] if argv is None else argv),
         "hyperparameters": {
             k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
         },
-        "train_positions": int(train.size),
-        "held_out_positions": int(held.size),
+        "train_positions": int(train_positions),
+        "held_out_positions": int(held_positions),
         "minutes": round((time.perf_counter() - started) / 60, 2),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),

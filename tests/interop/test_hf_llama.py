@@ -7,6 +7,7 @@ Each case prints its largest absolute difference (pytest -s shows them; docs/che
 quotes them)."""
 
 import copy
+import json
 
 import numpy as np
 import pytest
@@ -151,4 +152,47 @@ def test_a_llama_pair_reads_with_the_tokenizer_it_shares(tmp_path):
     other = train_tokenizer([text.upper() for text in CORPUS], vocab_size=320)
     other.save(str(tmp_path / "draft" / "tokenizer.json"))
     with pytest.raises(CheckpointError, match="do not share a tokenizer"):
+        load_text_pair(tmp_path / "target", tmp_path / "draft")
+
+
+def save_pair(tmp_path, target_vocab: int, draft_vocab: int, tokenizer) -> None:
+    # a Qwen2 pair (biases, tied) whose output rows may outnumber the tokenizer's ids
+    for name, seed, vocab in (("target", 0, target_vocab), ("draft", 1, draft_vocab)):
+        make_hf("qwen2", 2, True, None, seed, vocab=vocab).save_pretrained(tmp_path / name)
+        tokenizer.save(str(tmp_path / name / "tokenizer.json"))
+
+
+def test_padded_output_rows_load_and_an_id_past_the_tokenizer_shows_as_unused(tmp_path):
+    """Qwen2.5 pads its 151,665 ids to 151,936 rows: a pair with more rows than ids loads
+    (both models padded alike), and a padded id reads as a marker, not as nothing."""
+    tokenizer = train_tokenizer(CORPUS, vocab_size=320)
+    save_pair(tmp_path, 384, 384, tokenizer)
+    pair = load_text_pair(tmp_path / "target", tmp_path / "draft")
+    assert pair.target.n_vocab == pair.draft.n_vocab == 384 > pair.tokenizer.vocab_size == 320
+    ids = list(pair.tokenizer.encode(TEXTS[0]))
+    cut = len(ids) // 2
+    text = pair.tokenizer.decode(ids[:cut] + [350] + ids[cut:])
+    assert "<unused id 350>" in text
+    assert text.replace("<unused id 350>", "") == TEXTS[0]
+    assert pair.tokenizer.piece(383) == "<unused id 383>"
+
+
+def test_fewer_rows_than_ids_or_two_paddings_are_refused(tmp_path):
+    tokenizer = train_tokenizer(CORPUS, vocab_size=320)
+    save_pair(tmp_path, 256, 256, tokenizer)
+    with pytest.raises(CheckpointError, match="the ids from 256 on have no row"):
+        load_text_pair(tmp_path / "target", tmp_path / "draft")
+    save_pair(tmp_path, 384, 320, tokenizer)
+    with pytest.raises(CheckpointError, match="384 output rows.*320"):
+        load_text_pair(tmp_path / "target", tmp_path / "draft")
+
+
+def test_a_list_of_stop_ids_is_refused_by_name(tmp_path):
+    """An instruct model's config.json may list several eos ids; the loops stop at one."""
+    tokenizer = train_tokenizer(CORPUS, vocab_size=320)
+    save_pair(tmp_path, 320, 320, tokenizer)
+    path = tmp_path / "target" / "config.json"
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps(config | {"eos_token_id": [1, 2]}))
+    with pytest.raises(CheckpointError, match="eos_token_id is a list of 2 ids"):
         load_text_pair(tmp_path / "target", tmp_path / "draft")

@@ -2,9 +2,10 @@
 random Llama target (GQA 2:1) and a one-block draft, each a config.json, a model.safetensors
 and one word-level tokenizer.json, written here.
 
-The CPU fast path and the GPU twin run GPT-2 only so far: the CLI runs the plain model and
-says so on its models line, and --backend gpu refuses in one line. The method table leaves
-out, by name, the drafters that need parts trained on this target (extra heads, EAGLE)."""
+The CLI runs the pair on the CPU fast path (specdec/fast_cpu/llama.py) and says so on its
+models line; the GPU twin runs it too (`--backend gpu`: gpu/llama.py). Without trained parts
+for this target, the drafters that need them (extra heads, EAGLE) are refused in one line and
+left out of the method table by name (tests/unit/test_llama_trained_drafters.py trains them)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from reference.config import LlamaConfig
 from reference.llama import init_llama_params
 from reference.weights import write_safetensors
 from specdec.cli import main
-from specdec.cli.inputs import FAST_PATH_GPT2_ONLY
 
 tokenizers = pytest.importorskip("tokenizers")  # the lab extra: a checkpoint's tokenizer.json
 
@@ -64,16 +64,15 @@ def test_the_demo_runs_plain_on_a_llama_pair_and_stays_exact(pair, drafter, caps
     assert main(argv + ["--no-colour", "--show-rounds", "1"]) == 0
     out = capsys.readouterr().out
     models = next(line for line in out.splitlines() if line.startswith("models:"))
-    assert models.endswith(FAST_PATH_GPT2_ONLY), models
+    assert models.endswith("CPU fast path (docs/fast-path.md)"), models
     assert "greedy: speculative output identical to autoregressive output: yes" in out
 
 
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
-        (["demo", "--backend", "gpu"], "GPU twin runs GPT-2 models only"),
-        (["demo", "--drafter", "heads"], "no trained heads for this Llama-family target (qwen2)"),
-        (["demo", "--drafter", "eagle"], "no EAGLE drafter for this Llama-family target (qwen2)"),
+        (["demo", "--drafter", "heads"], "the heads drafter needs extra heads trained on this"),
+        (["demo", "--drafter", "eagle"], "the eagle drafter needs EAGLE weights trained on this"),
         (["bench", "--backend", "gpu"], "benches the bundled GPT-2 pair only"),
     ],
 )
@@ -93,7 +92,7 @@ def test_the_bench_and_the_method_table_run_on_a_llama_pair(pair, tmp_path, caps
     common += ["--temperatures", "0", "--no-transformers", "--n-prompts", "1"]
     assert main(["bench", *common, "--ks", "2", "--out", str(tmp_path / "one")]) == 0
     out = capsys.readouterr().out
-    assert FAST_PATH_GPT2_ONLY in out and "| 2 |" in out
+    assert "CPU fast path" in out and "| 2 |" in out
     assert main(["bench", *common, "--drafter", "all", "--out", str(tmp_path / "all")]) == 0
     out = capsys.readouterr().out
     table = (tmp_path / "all" / "methods.md").read_text()
@@ -101,3 +100,12 @@ def test_the_bench_and_the_method_table_run_on_a_llama_pair(pair, tmp_path, caps
         assert f"not run: {name}: " in out and f"- {name}: " in table, name
     for name in ("model", "lookup", "hybrid", "early-exit", "tree", "tree-wide"):
         assert f"| {name} | " in table, name
+
+
+@pytest.mark.parametrize("drafter", ["model", "early-exit", "tree"])
+def test_the_demo_runs_a_llama_pair_on_the_gpu_twin_and_stays_exact(pair, drafter, capsys):
+    argv = ["demo", *pair, "--backend", "gpu", "--prompt", PROMPT, "--drafter", drafter]
+    assert main(argv + ["--max-new-tokens", "10", "--no-colour"]) == 0
+    out = capsys.readouterr().out
+    assert "gpu twin" in out
+    assert "greedy: speculative output identical to autoregressive output: yes" in out

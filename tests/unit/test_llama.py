@@ -272,16 +272,3 @@ def test_greedy_speculative_decoding_equals_greedy_generation():
 
 
 # ---------------------------------------------------------------------------- transformers
-
-
-def test_the_twin_and_the_fast_path_refuse_a_llama_in_plain_words():
-    """Neither runs the Llama family yet (RMSNorm, RoPE and GQA have no device or compiled
-    version): each says so, rather than building a GPT-2 from a LlamaConfig."""
-    from gpu.model import as_twin_model  # the twin imports gpu's backend: this test only
-    from specdec.fast_cpu import fast  # numba, for this test only
-
-    model = tiny(**VARIANTS["gqa2_qwen2_biases"])
-    with pytest.raises(ValueError, match="GPU twin runs GPT-2 models only"):
-        as_twin_model(model)
-    with pytest.raises(ValueError, match="fast path runs GPT-2 models only"):
-        fast(model)

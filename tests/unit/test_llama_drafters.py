@@ -4,8 +4,8 @@ and a one-block draft, random weights.
 Greedy output equals the target's own greedy generation wherever the method is exact (all of
 them here: typical acceptance is lossy only when sampling), and after the run the target's
 cache, and the drafter's where it has one, hold exactly what a fresh prefill of the tokens
-they committed would hold. Drafters that need weights trained on a GPT-2 target (EAGLE, a
-trained exit norm) refuse a Llama-family target by name."""
+they committed would hold. The drafters trained on a Llama target (EAGLE, a trained exit
+norm) are in test_llama_trained_drafters.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 
 import reference.batch
 from reference import (
-    EagleDrafter,
     EarlyExitDrafter,
     HeadsDrafter,
     HybridDrafter,
@@ -25,8 +24,7 @@ from reference import (
     speculative_generate_batch,
 )
 from reference.config import LlamaConfig
-from reference.eagle import init_eagle_params
-from reference.early_exit import EXIT_NORM, block_of, lower_layers
+from reference.early_exit import block_of, lower_layers
 from reference.llama import Llama, init_llama_params
 from reference.model import causal_placement
 from reference.tree import POINT, ModelTreeDrafter, tree_speculative_generate
@@ -197,20 +195,3 @@ def test_a_ragged_batch_gives_each_rows_greedy_output_and_prefill_rows(target, d
         tokens = list(prompt) + result.tokens
         assert_committed_is_prefill(target, made[-1].row(b), tokens, f"target row {b}")
         assert_committed_is_prefill(draft, drafters[b].cache, tokens, f"drafter {b}")
-
-
-def test_drafters_trained_for_gpt2_refuse_a_llama_target_by_name(target):
-    """EAGLE's block is GPT-2's and its weights are trained against one target; a trained
-    exit norm is a LayerNorm fitted to a GPT-2 target: neither exists for a Llama yet."""
-    gpt2_like = {"fc.weight": np.zeros((32, 16), np.float32)}
-    for make in (
-        lambda: EagleDrafter(target, gpt2_like),
-        lambda: init_eagle_params(target.config, np.random.default_rng(0)),
-    ):
-        with pytest.raises(ValueError, match="EAGLE drafter is built and trained for a GPT-2") as e:
-            make()
-        assert "Llama-family target (llama)" in str(e.value) and "\n" not in str(e.value)
-    C = target.config.n_embd
-    head = {EXIT_NORM[0]: np.ones(C, np.float32), EXIT_NORM[1]: np.zeros(C, np.float32)}
-    with pytest.raises(ValueError, match="trained for a GPT-2 target; no trained exit head"):
-        EarlyExitDrafter(target, 1, head)

@@ -51,6 +51,8 @@ def test_one_attention_per_backend():
         "gpu/device/fused.py",
         "gpu/device/fused.py",
         "gpu/device/layers.py",
+        "gpu/llama.py",
+        "gpu/llama.py",
         "gpu/model.py",
         "reference/llama.py",
         "reference/llama.py",
@@ -64,7 +66,8 @@ def test_one_attention_per_backend():
     # (fused.cached_attention) whose body calls it, with its limits, body and plan, and
     # GPT.multi_head_attention choosing between them; the Llama family's block (a second
     # architecture, not a copy): grouped_attention, Llama.attention_block and
-    # Llama.rotary_attention (RoPE and the GQA heads, before the shared attention function)
+    # Llama.rotary_attention (RoPE and the GQA heads, before the shared attention function),
+    # and the twin Llama's grouped_attention and rotary_attention (the same with `xp`)
 
 
 def test_a_chain_placed_as_a_tree_is_the_plain_forward(plain):
