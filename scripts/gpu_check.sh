@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# The prepared device script (issues 9 and 23), in parts that each fit one device command
+# The prepared device script (issues 9, 23 and 50), in parts that each fit one device command
 # (at most 600 s), run from the repository root of a checkout, with nothing to install:
 #
+#   bash scripts/gpu_check.sh kernels sanitizer replay timings  # the risky parts first
 #   bash scripts/gpu_check.sh preflight tests   # versions, launches, imports; the twin's tests
 #   bash scripts/gpu_check.sh bench             # tokens/s, launches per token, batch scaling
 #   bash scripts/gpu_check.sh oracle            # the oracle grading the twin, samples trimmed
 #   bash scripts/gpu_check.sh all               # every part, for a human: over 600 s in all
 #
+# The first four (scripts/gpu_kernel_check.py), each under a minute on an H100: every
+# multi-block kernel 1,000 times one by one and 1,000 times as a graph replay against its
+# body, the counters 0 after each batch; compute-sanitizer's racecheck and synccheck on one
+# call of each such kernel (the sanitizer unpacked from its wheel, carried in
+# $GPU_CHECK_WHEELS, default .gpu-wheels: the device has no network); graphs at T = 0.8 for
+# 50 rounds against graphs off; then the timings, each beside its prediction.
 # Parts run in the order given; every step has its own time limit, and a short table of the
 # steps comes last. A failed preflight skips every later step (one line says why); fused
 # kernels that fail the preflight's check are turned off (SPECDEC_GPU_FUSED=0) for the rest. Results
@@ -14,27 +21,29 @@
 #
 # Options (before or after the parts):
 #   --plan      print each part's steps and time limits, run nothing
-#   --dry-run   NumPy mode (SPECDEC_GPU_BACKEND=numpy), every step cut to a few seconds and
-#               its limit scaled by GPU_CHECK_TIME_SCALE (default 0.25): CI runs it
-#               (tests/twin/test_device_script.py) to show the plumbing works and each step
-#               fits its scaled limit. It proves nothing about GPU timing.
+#   --dry-run   NumPy mode (SPECDEC_GPU_BACKEND=numpy), every step cut to a few seconds (the
+#               first four on the stand-in for a device, printing their budgets from counted
+#               work at the device's sizes): CI runs it (tests/twin/test_device_script.py) to
+#               show the plumbing works. Its limits (x GPU_CHECK_TIME_SCALE, default 1) only
+#               stop a hung step. It proves nothing about GPU timing.
 # Environment: PYTHON (default python3), OUT, GPU_CHECK_ORACLE_SCALE (default 0.1: the
 # oracle's sample sizes, scripts/specdec_oracle_scale.py), GPU_CHECK_TIME_SCALE,
+# GPU_CHECK_WHEELS, COMPUTE_SANITIZER (a compute-sanitizer to use instead of the wheel's),
 # SPECDEC_GPU_FUSED (default 1; 0 runs the twin without its fused kernels).
 # docs/gpu.md ("The device script") says which call to make with which timeout.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
 parts=() dry=0 plan=0
 for arg in "$@"; do
   case $arg in
-    preflight | tests | oracle | bench) parts+=("$arg") ;;
-    all) parts+=(preflight tests oracle bench) ;;
+    kernels | sanitizer | replay | timings | preflight | tests | oracle | bench) parts+=("$arg") ;;
+    all) parts+=(kernels sanitizer replay timings preflight tests oracle bench) ;;
     --dry-run) dry=1 ;;
     --plan) plan=1 ;;
     -h | --help) usage ;;
@@ -48,7 +57,7 @@ ORACLE_SCALE=${GPU_CHECK_ORACLE_SCALE:-0.1}
 if [ $dry = 1 ]; then
   export SPECDEC_GPU_BACKEND=numpy
   export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}  # nothing is timed: spare the cores
-  TIME_SCALE=${GPU_CHECK_TIME_SCALE:-0.25}
+  TIME_SCALE=${GPU_CHECK_TIME_SCALE:-1}  # a hang guard: the budgets are counted, not timed
 else
   export SPECDEC_GPU_BACKEND=${SPECDEC_GPU_BACKEND:-cupy}  # a broken CuPy must not pass as NumPy
   TIME_SCALE=${GPU_CHECK_TIME_SCALE:-1}
@@ -117,6 +126,46 @@ TWIN_PLUGINS=(
   --batch=gpu.batch:speculative_generate_batch --tree=gpu.tree:tree_speculative_generate
 )
 PYTEST=("$PY" -m pytest -p no:cacheprovider -q)
+CHECK=("$PY" scripts/gpu_kernel_check.py)
+[ $dry = 1 ] && DRY=(--dry-run) || DRY=()
+
+part_kernels() {
+  step kernels kernels 60 "${CHECK[@]}" kernels "${DRY[@]}"
+}
+
+sanitizer() {  # the compute-sanitizer to run: given, on PATH, or unpacked from a carried wheel
+  if [ -n "${COMPUTE_SANITIZER:-}" ]; then echo "$COMPUTE_SANITIZER"; return; fi
+  command -v compute-sanitizer && return
+  local wheel
+  wheel=$(ls "${GPU_CHECK_WHEELS:-.gpu-wheels}"/nvidia_cuda_sanitizer_api_cu12-*.whl 2>/dev/null | head -n 1)
+  [ -n "$wheel" ] || return 1
+  local to="$OUT/sanitizer" bin=nvidia/cuda_sanitizer_api/bin/compute-sanitizer
+  "$PY" -m zipfile -e "$wheel" "$to" && chmod +x "$to/$bin" && echo "$to/$bin"
+}
+
+part_sanitizer() {
+  local tool san
+  for tool in racecheck synccheck; do
+    if [ $dry = 1 ]; then  # no device: the call the sanitizer would watch, plainly
+      step sanitizer "$tool" 60 "${CHECK[@]}" one all --dry-run
+    elif [ $plan = 1 ]; then
+      step sanitizer "$tool" 60 compute-sanitizer --tool "$tool" "${CHECK[@]}" one all
+    elif san=$(sanitizer); then
+      step sanitizer "$tool" 60 env LD_LIBRARY_PATH="$(dirname "$san")/../lib:${LD_LIBRARY_PATH:-}" \
+        "$san" --tool "$tool" --error-exitcode 1 "${CHECK[@]}" one all
+    else
+      step sanitizer "$tool" 60 sh -c "echo 'no compute-sanitizer: carry the nvidia-cuda-sanitizer-api-cu12 wheel in ${GPU_CHECK_WHEELS:-.gpu-wheels} (docs/gpu.md)'; exit 1"
+    fi
+  done
+}
+
+part_replay() {
+  step replay replay 60 "${CHECK[@]}" replay "${DRY[@]}"
+}
+
+part_timings() {
+  step timings timings 60 "${CHECK[@]}" timings "${DRY[@]}"
+}
 
 part_preflight() {
   step preflight preflight 90 "$PY" scripts/gpu_preflight.py

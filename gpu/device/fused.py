@@ -13,10 +13,12 @@ launches nothing (kernels.py `Plan.idle`).
     embed            x = wte[tokens] + wpe[positions]                               1 launch
     layer_norm_rows  LN(x)                                                          1
     fused_linear     act(LN(x) @ W + b) + residual  (LN, b, act, residual optional)  1
+                     (its kernel by row bound: fused_linear_1, _8, or the 16-row one)
     cached_attention the new positions' K/V into the cache, softmax(q k^T / sqrt(hs)) V, all
                      heads merged (a sequence, a tree, a ragged batch)              1
     pick             a row's processed distribution and its inverse-CDF draw (greedy or
-                     temperature), with a finiteness flag                           1
+                     temperature), with a finiteness flag       1 (2 at a temperature
+                                                  over several blocks: scan, then draw)
     decide_packed    the verification of a round, packed for its one transfer        1
 
 The model's four are whole here (their bodies call layers.py and the reference's
@@ -32,7 +34,16 @@ import numpy as np
 
 from gpu.device.backend import xp
 from gpu.device.graphs import current_slot
-from gpu.device.kernels import MAX_HS, MAX_ROWS, MAX_S, KernelCannot, Plan, fused
+from gpu.device.kernels import (
+    MAX_HS,
+    MAX_ROWS,
+    MAX_S,
+    Counters,
+    KernelCannot,
+    Plan,
+    fused,
+    reserve_counters,
+)
 from gpu.device.layers import gelu, layer_norm, split_heads
 from reference import model as reference_model
 
@@ -51,6 +62,7 @@ LINEAR_COLS, LINEAR_SLICES = 32, 8  # fused_linear's block: kernels.cu LIN_COLS 
 ROW_THREADS = 256  # the one-block-per-row kernels' block (kernels.cu RED_THREADS)
 
 i32, f32, f64 = np.int32, np.float32, np.float64
+ZERO, ONE = i32(0), i32(1)
 
 
 # Every array a plan hands a kernel is of the kernel's dtype and C-contiguous: the kernel
@@ -84,19 +96,30 @@ def column_stride(a) -> int:
 # the last block to finish (an int32 counter each group of blocks counts itself on) combines
 # them. The last block sets its counter back to 0, so counters are made once and reused by
 # every launch (a stream runs them one after another), and kept, all of them (a captured
-# graph holds their pointers).
+# graph holds their pointers): kernels.py `reserve_counters`, made before any capture.
 FILL_BLOCKS = 132  # an H200's SMs: a linear's input dimension is split until its blocks fill them
 SPLIT_INPUTS = 4 * LINEAR_SLICES  # inputs of a linear's part at least (one unrolled step a slice)
 PART_IDS = 4 * ROW_THREADS  # ids of a pick's or a verification's block (4 a thread)
 MAX_PARTS = ROW_THREADS  # blocks one combine takes: one partial per thread of the last block
-counter_arrays: list = []  # every counter array made: none is ever freed
+counter_arrays = Counters.arrays  # every counter array made: none is ever freed
+counters = reserve_counters  # (n) -> int32 [>= n], all 0 between launches
 
 
-def counters(n: int):
-    # int32 [>= n], all 0 between launches
-    if not counter_arrays or counter_arrays[-1].shape[0] < n:
-        counter_arrays.append(xp.zeros(max(n, 2048), dtype=np.int32))
-    return counter_arrays[-1]
+# A kernel's partial results live within its call (written by its blocks, read by the last
+# one, or by the call's second launch), and a placeholder for an absent argument is never
+# read: so one array per (size, dtype) serves every launch, as the counters do -- launches
+# run one after another on a stream, a graph's replays among them -- and a plan allocates
+# only the outputs it returns (an allocation is microseconds of host time on a device).
+scratch_arrays: dict[tuple, object] = {}
+
+
+def scratch(n: int, dtype):
+    # a [n] array of dtype (a NumPy type) for a kernel's partials, or a placeholder: made once
+    # (plans run where the kernels do: one array module in a process)
+    try:
+        return scratch_arrays[n, dtype]
+    except KeyError:
+        return scratch_arrays.setdefault((n, dtype), xp.empty(n, dtype=dtype))
 
 
 def aligned16(a) -> bool:
@@ -190,10 +213,12 @@ def linear_plan(x, w, bias=None, ln=None, act=None, resid=None, w_rows=None) -> 
         i32(resid is not None), out,
     )  # fmt: skip
     columns, K = -(-N // LINEAR_COLS), linear_parts(C_in, N)
-    split_sum = xp.empty(K * R * N if K > 1 else 1, dtype=np.float64)  # [K, R, N]
+    split_sum = scratch(K * R * N if K > 1 else 1, np.float64)  # [K, R, N]
     args += (split_sum, counters(columns))
     grid, block = (columns, K), (LINEAR_COLS * LINEAR_SLICES,)
-    return Plan("fused_linear", grid, block, args, out, rows=R)  # grid: columns x parts
+    # the kernel of the fewest rows that holds R: fewer registers, more blocks an SM at once
+    name = "fused_linear_1" if R == 1 else "fused_linear_8" if R <= 8 else "fused_linear"
+    return Plan(name, grid, block, args, out, rows=R)  # grid: columns x parts
 
 
 def linear_fits(x, *args, **kwargs) -> bool:
@@ -251,10 +276,10 @@ def attention_plan(model, qkv, layer: int, cache, at) -> Plan:
     n_layer = 1 if cache is None else cache.k.shape[-4]
     capacity = 1 if cache is None else cache.k.shape[-2]
     batch = len(at.shape) == 2
-    rows = cache.rows_on_device(at.start, at.n_new) if batch else xp.empty(1, dtype=np.int64)
+    rows = cache.rows_on_device(at.start, at.n_new) if batch else scratch(1, np.int64)
     rows = contiguous(rows, np.int64)
     mask = at.mask if at.mask is not None and not batch else None
-    bool_mask = xp.empty(1, dtype=bool) if mask is None else contiguous(mask, bool)
+    bool_mask = scratch(1, np.bool_) if mask is None else contiguous(mask, bool)
     # in a captured graph's step (a sequence's) the first slot and the span are read from the
     # device at each replay (graphs.py), the arguments start and S then unread
     slot = None if batch or mask is not None else current_slot()
@@ -265,9 +290,9 @@ def attention_plan(model, qkv, layer: int, cache, at) -> Plan:
         start_at, i32(slot is not None), rows, i32(batch), bool_mask, i32(mask is not None), out,
     )  # fmt: skip
     P = span_parts(at.stop if cache is None else capacity)
-    partial = xp.empty(B * T * n_head * P * (C // n_head + 2), dtype=np.float32)  # [g, P, 2 + hs]
+    partial = scratch(B * T * n_head * P * (C // n_head + 2), np.float32)  # [g, P, 2 + hs]
     args += (partial, counters(B * T * n_head))
-    return Plan("cached_attention", (n_head * P, T, B), (128,), args, out)
+    return Plan("cached_attention", (n_head * P, T, B), (128,), args, out, span=at.stop)
 
 
 def attention_checked(model, qkv, layer: int, cache, at) -> bool:
@@ -314,18 +339,29 @@ def pick_plan(logits, params, u=None, probs=None, tokens=None, finite=None) -> P
         if a is not None and (a.dtype != np.int64 or a.shape != (R,)):
             raise KernelCannot(f"an output of {a.dtype} {a.shape}, not int64 ({R},)")
     some_int = tokens if tokens is not None else finite
-    dummy_int = xp.empty(1, dtype=np.int64) if some_int is None else some_int
+    dummy_int = scratch(1, np.int64) if some_int is None else some_int
+    greedy = params.greedy
     args = (
-        logits, i32(V), i32(params.greedy), f64(params.temperature),
-        xp.empty(1, dtype=np.float64) if u_array is None else u_array,
+        logits, i32(V), i32(greedy), f64(1.0 if greedy else 1.0 / params.temperature),
+        scratch(1, np.float64) if u_array is None else u_array,
         f64(u if isinstance(u, float) else 0.0), i32(u_array is not None),
         logits if probs is None else probs, i32(probs is not None),
         dummy_int if tokens is None else tokens, i32(tokens is not None),
         dummy_int if finite is None else finite, i32(finite is not None), i32(stride),
     )  # fmt: skip
     G = parts(V, PART_IDS)
-    args += (xp.empty(R * G * 3, dtype=np.float64), counters(R))  # partials [R, G, 3]
-    return Plan("pick_rows", (G, R), (ROW_THREADS,), args, probs)
+    # the kernel's two stages (kernels.cu pick_rows): greedy, or a row of one block, in one
+    # launch; at a temperature over G > 1 blocks the scan, then the draw (when p or a token
+    # is wanted), each spread over the row's blocks
+    split = not greedy and G > 1
+    drawn = probs is not None or tokens is not None
+    partial = scratch(R * G * 4 + R * 3, np.float64)  # [R, G, 4], then stats [R, 3]
+    tail = (partial, counters(R))
+    grid, block = (G, R), (ROW_THREADS,)
+    if not split:
+        return Plan("pick_rows", grid, block, (*args, ONE, ONE, *tail), probs)
+    then = Plan("pick_rows", grid, block, (*args, ZERO, ONE, *tail), probs) if drawn else None
+    return Plan("pick_rows", grid, block, (*args, ONE, ZERO, *tail), probs, then=then)
 
 
 # ---------------------------------------------------------------- decide_packed
@@ -341,5 +377,5 @@ def decide_plan(p, q, tokens, u) -> Plan:
         i32(aligned16(p) and aligned16(q)), out,
     )  # fmt: skip
     G = parts((2 * k + 1) * V, PART_IDS)  # the finiteness scan sets it: all of p and q
-    args += (xp.empty(G * 3, dtype=np.float64), counters(1))  # partials [G, 3]
+    args += (scratch(G * 3, np.float64), counters(1))  # partials [G, 3]
     return Plan("decide_packed", (G,), (ROW_THREADS,), args, out)

@@ -82,7 +82,7 @@ def halves(call: FusedCall) -> dict[str, Callable[[], object]]:
     p = call.plan
 
     def kernel():
-        kernels.compiled_module().get_function(p.name)(p.grid, p.block, p.args)
+        kernels.launch_plan(kernels.compiled_module().get_function, p)
 
     return {"kernel": kernel, "body": lambda: call.body(*call.args, **call.kwargs)}
 

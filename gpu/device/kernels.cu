@@ -159,8 +159,10 @@ __device__ T fresh(const T* p) {
 
 // True in the last of `blocks` blocks to call it (with the same counter), in every thread of
 // that block; the others should return. Each block's partials, written before the call, are
-// visible to the last block: every thread fences its writes, then one thread takes a ticket.
-// The last block sets the counter back to 0 for the next launch (so counters are made once).
+// visible to the last block: every thread fences its writes (release), then one thread takes
+// a ticket; the last block's threads fence again once the last ticket is seen (acquire), so
+// that none of their reads of the partials is served before it. The last block sets the
+// counter back to 0 for the next launch (so counters are made once).
 __device__ bool last_block_done(int* counter, int blocks) {
     __shared__ int last;
     __threadfence();
@@ -170,6 +172,7 @@ __device__ bool last_block_done(int* counter, int blocks) {
         if (last) *counter = 0;
     }
     __syncthreads();
+    if (last) __threadfence();  // block-uniform: every thread read the same `last`
     return last;
 }
 
@@ -307,14 +310,13 @@ __device__ float epilogue(float y, int r, int j, int N, const float* bias, int h
 // up, rows spread over the slices' threads. With K > 1 each block leaves its sums in
 // split_sum[k, r, j] (float64) and the column's last block (counter done[b]) adds the K parts
 // in order and applies bias, GELU and residual once.
-extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
-                                        const float* ln_g, const float* ln_b, float eps,
-                                        int has_ln, const float* w, const float* bias,
-                                        int has_bias, int act, const float* resid,
-                                        int has_resid, float* out, double* split_sum,
-                                        int* done) {
-    __shared__ float mean[MAX_ROWS], rstd[MAX_ROWS];
-    __shared__ float partial[LIN_SLICES * LIN_COLS * MAX_ROWS];
+template <int ROWS>
+__device__ void linear_rows(const float* x, int R, int C_in, int N, const float* ln_g,
+                            const float* ln_b, float eps, int has_ln, const float* w,
+                            const float* bias, int has_bias, int act, const float* resid,
+                            int has_resid, float* out, double* split_sum, int* done) {
+    __shared__ float mean[ROWS], rstd[ROWS];
+    __shared__ float partial[LIN_SLICES * LIN_COLS * ROWS];
     int t = threadIdx.x, c = t % LIN_COLS, s = t / LIN_COLS;
     int j = blockIdx.x * LIN_COLS + c, part = blockIdx.y, parts = gridDim.y;
     int first, end;  // this block's inputs
@@ -340,16 +342,16 @@ extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
         __syncthreads();
     }
 
-    float acc[MAX_ROWS];
+    float acc[ROWS];
 #pragma unroll
-    for (int r = 0; r < MAX_ROWS; r++) acc[r] = 0.0f;
+    for (int r = 0; r < ROWS; r++) acc[r] = 0.0f;
     if (j < N) {
 #pragma unroll 4  // independent weight loads in flight, not one a trip
         for (int i = first + s; i < end; i += LIN_SLICES) {
             float wij = w[(long long)i * N + j];
             float g = has_ln ? ln_g[i] : 1.0f, b = has_ln ? ln_b[i] : 0.0f;
 #pragma unroll
-            for (int r = 0; r < MAX_ROWS; r++) {
+            for (int r = 0; r < ROWS; r++) {
                 if (r < R) {
                     float xi = x[r * C_in + i];
                     if (has_ln) xi = (xi - mean[r]) * rstd[r] * g + b;
@@ -359,7 +361,7 @@ extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
         }
     }
 #pragma unroll
-    for (int r = 0; r < MAX_ROWS; r++)
+    for (int r = 0; r < ROWS; r++)
         if (r < R) partial[(r * LIN_SLICES + s) * LIN_COLS + c] = acc[r];
     __syncthreads();
     // thread (s, c) adds up rows s, s + LIN_SLICES, ... of column j: every thread has work
@@ -383,6 +385,40 @@ extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
             out[(long long)r * N + j] = epilogue((float)y, r, j, N, bias, has_bias, act, resid, has_resid);
         }
     }
+}
+
+// One kernel per row bound: up to MAX_ROWS (a prefill), up to 8 (a verification pass of
+// k <= 7), one (a decode step, its output layer above all). A smaller accumulator takes
+// fewer registers (ptxas for sm_90: 96, 72, 40 a thread), so that more blocks of 256 threads
+// fit an SM at once (2, 3, 6) and more weight reads are in flight: gpu/device/roofline.py
+// predicts GPT-2's one-row output layer serial-bound at 2.6 TB/s with 2 blocks an SM, and at
+// HBM's 4.8 with 6 (docs/gpu.md). The plan picks the least that holds R (fused.py).
+#define LINEAR_CALL(ROWS)                                                                   \
+    linear_rows<ROWS>(x, R, C_in, N, ln_g, ln_b, eps, has_ln, w, bias, has_bias, act, resid, \
+                      has_resid, out, split_sum, done)
+extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
+                                        const float* ln_g, const float* ln_b, float eps,
+                                        int has_ln, const float* w, const float* bias,
+                                        int has_bias, int act, const float* resid,
+                                        int has_resid, float* out, double* split_sum,
+                                        int* done) {
+    LINEAR_CALL(MAX_ROWS);
+}
+extern "C" __global__ void fused_linear_8(const float* x, int R, int C_in, int N,
+                                          const float* ln_g, const float* ln_b, float eps,
+                                          int has_ln, const float* w, const float* bias,
+                                          int has_bias, int act, const float* resid,
+                                          int has_resid, float* out, double* split_sum,
+                                          int* done) {
+    LINEAR_CALL(8);
+}
+extern "C" __global__ void fused_linear_1(const float* x, int R, int C_in, int N,
+                                          const float* ln_g, const float* ln_b, float eps,
+                                          int has_ln, const float* w, const float* bias,
+                                          int has_bias, int act, const float* resid,
+                                          int has_resid, float* out, double* split_sum,
+                                          int* done) {
+    LINEAR_CALL(1);
 }
 
 // ---------------------------------------------------------------- cached_attention
@@ -518,100 +554,156 @@ __device__ float one_hot(int i, int top_i, bool bad) {
     return bad ? SPECDEC_NAN() : (i == top_i ? 1.0f : 0.0f);
 }
 
-// exp((z - max) / T), the shift in float32 and the division in float64, as the xp path's
-__device__ float tempered(float z, float top, double temperature) {
-    return expf((float)((double)(z - top) / temperature));
+// exp((z - top) / T) as the xp path computes it: the shift in float32, the scaling in float64,
+// the exp in float32; inv_t = 1 / T, computed once by the plan, so that each id costs a
+// float64 multiplication, not a float64 division (a long instruction sequence on a GPU)
+__device__ float tempered(float z, float top, double inv_t) {
+    return expf((float)((double)(z - top) * inv_t));
 }
 
 // One row of logits per group of G blocks: grid (G, R), block (RED_THREADS).
 //   probs[r] = the processed distribution: greedy -> one-hot at the first largest logit
 //   (NaN everywhere if a logit is not finite, as the xp path's + 0 * sum does); else
-//   softmax(z / temperature) with z = logits - max (no top-k / top-p here).
+//   softmax(z / T) with z = logits - max (no top-k / top-p here), inv_t = 1 / T.
 //   tokens[r] (when has_tokens) = inverse CDF at u[r] (u_scalar when not has_u_array): the
 //   number of ids whose cumulative mass (float64) is <= u * total, capped at V - 1.
 //   finite[r] (when has_finite) = 1 if every logit is finite.
 //   probs is written only when has_probs. Outputs are strided (token_stride) so that a
 //   caller can pack a token next to its finite flag in one array.
-// Block g of row r scans its part of the ids (finiteness, first largest; a greedy row's probs
-// set to 0 there) into partial[r, g] = (largest, its id, not finite); the row's last block
-// (counter done[r]) combines the G partials and finishes: the 1 at the argmax (greedy), or
-// the softmax, probs and draw over the whole row (at a temperature every p_i needs the row's
-// max and sum, which no block has before the combine).
-extern "C" __global__ void pick_rows(const float* logits, int V, int greedy, double temperature,
+// A launch does one or both of two stages (the plan chooses):
+//   scan: block g reads its part of the ids for the row's finiteness, its first largest
+//     logit and, at a temperature, its softmax partial: its own max m_g and
+//     s_g = sum exp((z - m_g) / T). The row's last block (counter done[r]) combines the G
+//     partials: the argmax, and the row's max M and sum S = sum_g s_g exp((m_g - M) / T).
+//     Greedy, it finishes there (the 1 at the argmax, the token: a one-hot row needs no
+//     scan); at a temperature it leaves (M, S, not finite) in stats[r] for the draw.
+//   draw (at a temperature): block g writes p_i = exp((z_i - M) / T) / S for its part and
+//     leaves the part's mass (float64, in id order) in partial[r, g]; the row's last block
+//     finds the first part whose cumulative mass passes u * total and counts the ids inside
+//     that part alone (as decide_packed does).
+// A row of one block (G = 1) does both stages in one launch; a larger one launches the scan
+// and then the draw, so that every block writes its share of p, instead of one block writing
+// the whole row after the combine (V / 256 dependent steps of one block: a latency, not a
+// bandwidth, at GPT-2's 50,257 ids). partial: [R, G, 4] doubles, then stats [R, 3].
+extern "C" __global__ void pick_rows(const float* logits, int V, int greedy, double inv_t,
                                      const double* u, double u_scalar, int has_u_array,
                                      float* probs, int has_probs,
                                      long long* tokens, int has_tokens, long long* finite,
-                                     int has_finite, int token_stride, double* partial,
-                                     int* done) {
+                                     int has_finite, int token_stride, int scan, int draw,
+                                     double* partial, int* done) {
     __shared__ float scratch[WARP + 1];
     __shared__ int ids[WARP + 1];
-    __shared__ double partials[WARP], prefix[WARP + 1];
+    __shared__ double partials[WARP], prefix[WARP + 1], before_crossing;
     int g = blockIdx.x, G = gridDim.x, r = blockIdx.y, t = threadIdx.x, n = blockDim.x;
-    int warp = t / WARP;
+    int warp = t / WARP, lane = t % WARP, warps = n / WARP;
     const float* z = logits + (long long)r * V;
     float* p = probs + (long long)r * V;
-
-    int first, end;  // this block's ids; this thread's first largest among them (coalesced)
-    part_of(0, V, g, G, WARP, &first, &end);
-    int bad = 0, best_i = V;
-    float best = 0.0f;
-    for (int i = first + t; i < end; i += n) {
-        float v = z[i];
-        if (!isfinite(v)) bad = 1;
-        if (best_i == V || v > best) { best = v; best_i = i; }
-        if (greedy && has_probs) p[i] = 0.0f;  // one-hot: the 1 comes after the combine
-    }
-    float any_bad = block_max((float)bad, scratch), top;
-    int top_i = block_argmax(best, best_i, V, scratch, ids, &top);
-    if (G > 1) {  // one block alone has the row's already
-        double* mine = partial + ((long long)r * G + g) * 3;
-        if (t == 0) { mine[0] = top; mine[1] = top_i; mine[2] = any_bad; }
-        if (!last_block_done(done + r, G)) return;
-        // the combine: one block's partial per thread (G <= blockDim.x), the same argmax rule
-        const double* row = partial + (long long)r * G * 3;
-        bool here = t < G;
-        any_bad = block_max(here ? (float)fresh(row + 3 * t + 2) : 0.0f, scratch);
-        top_i = block_argmax(here ? (float)fresh(row + 3 * t) : 0.0f,
-                             here ? (int)fresh(row + 3 * t + 1) : V, V, scratch, ids, &top);
-    }
-
-    if (greedy && has_probs) {  // NaN everywhere (a logit not finite), else the 1
-        if (any_bad > 0.0f)
-            for (int i = t; i < V; i += n) p[i] = one_hot(i, top_i, true);
-        else if (t == 0)
-            p[top_i] = 1.0f;
-    }
-    float local = 0.0f;
-    if (!greedy)
-        for (int i = t; i < V; i += n) local += tempered(z[i], top, temperature);
-    float e_total = greedy ? 1.0f : block_sum(local, scratch);
-    // id i's probability at a temperature, as the body's: the same expression in both passes
-    auto prob = [&](int i) { return tempered(z[i], top, temperature) / e_total; };
-    int lo, hi;  // this warp's run of ids, in order, for the CDF
-    warp_run(0, V, &lo, &hi);
-    bool cdf = has_tokens && !greedy;
-    double mass = 0.0;
-    if (!greedy && (has_probs || cdf))
-        for (int i = lo + t % WARP; i < hi; i += WARP) {
-            float pi = prob(i);
-            if (has_probs) p[i] = pi;
-            mass += (double)pi;
-        }
+    double* row = partial + (long long)r * G * 4;  // the row's G partials
+    double* stats = partial + (long long)gridDim.y * G * 4 + 3 * r;  // its (M, S, not finite)
     double uniform = has_u_array ? u[r] : u_scalar;
-    long long id = 0;
-    if (cdf) {
-        block_prefix(warp_sum_double(mass), partials, prefix);
-        double limit = uniform * prefix[n / WARP];
-        id = (long long)block_sum(count_below(lo, hi, prefix[warp], limit, prob), scratch);
-    } else if (greedy && !(any_bad > 0.0f)) {
-        // a one-hot row's CDF is 0 before top_i and 1 from it: as many ids <= u as the body
-        // counts, without the scan (u >= 1: all V; u < 0 or NaN: none)
-        id = uniform >= 1.0 ? V : (uniform >= 0.0 ? top_i : 0);
-    }  // a row of NaN (greedy, a logit not finite): no cumulative mass is <= u, id 0
-    if (t == 0) {
-        if (has_tokens) tokens[(long long)r * token_stride] = id < V - 1 ? id : V - 1;
-        if (has_finite) finite[(long long)r * token_stride] = any_bad > 0.0f ? 0 : 1;
+
+    int first, end;  // this block's ids
+    part_of(0, V, g, G, WARP, &first, &end);
+    float top, e_total, any_bad;
+    if (scan) {  // this thread's first largest among the block's ids (coalesced)
+        int bad = 0, best_i = V;
+        float best = 0.0f;
+        for (int i = first + t; i < end; i += n) {
+            float v = z[i];
+            if (!isfinite(v)) bad = 1;
+            if (best_i == V || v > best) { best = v; best_i = i; }
+            if (greedy && has_probs) p[i] = 0.0f;  // one-hot: the 1 comes after the combine
+        }
+        any_bad = block_max((float)bad, scratch);
+        int top_i = block_argmax(best, best_i, V, scratch, ids, &top);
+        // s_g (a part all -inf, or empty, has no mass: its own max would make it NaN)
+        float local = 0.0f;
+        if (!greedy && top != SPECDEC_NEG_INF() && top_i < V)
+            for (int i = first + t; i < end; i += n) local += tempered(z[i], top, inv_t);
+        e_total = greedy ? 1.0f : block_sum(local, scratch);
+        if (G > 1) {  // one block alone has the row's already
+            if (t == 0) {
+                double* mine = row + 4 * g;
+                mine[0] = top; mine[1] = top_i; mine[2] = any_bad; mine[3] = e_total;
+            }
+            if (!last_block_done(done + r, G)) return;
+            // the combine: one block's partial per thread (G <= blockDim.x), the argmax rule
+            bool here = t < G;
+            any_bad = block_max(here ? (float)fresh(row + 4 * t + 2) : 0.0f, scratch);
+            float m_g = here ? (float)fresh(row + 4 * t) : 0.0f;
+            top_i = block_argmax(m_g, here ? (int)fresh(row + 4 * t + 1) : V, V, scratch, ids,
+                                 &top);
+            if (!greedy) {  // S: each part's sum moved to the row's max (0 stays 0, NaN NaN)
+                double s_g = here ? fresh(row + 4 * t + 3) : 0.0;
+                double moved = s_g == 0.0 ? 0.0 : s_g * (double)tempered(m_g, top, inv_t);
+                e_total = (float)block_total(moved, partials, prefix);
+            }
+        }
+        if (greedy) {
+            if (has_probs) {  // NaN everywhere (a logit not finite), else the 1
+                if (any_bad > 0.0f)
+                    for (int i = t; i < V; i += n) p[i] = one_hot(i, top_i, true);
+                else if (t == 0)
+                    p[top_i] = 1.0f;
+            }
+            // a one-hot row's CDF is 0 before top_i and 1 from it: as many ids <= u as the
+            // body counts, without the scan (u >= 1: all V; u < 0 or NaN: none); a row of
+            // NaN (a logit not finite): no cumulative mass is <= u, id 0
+            long long id = any_bad > 0.0f ? 0 : (uniform >= 1.0 ? V : (uniform >= 0.0 ? top_i : 0));
+            if (t == 0 && has_tokens) tokens[(long long)r * token_stride] = id < V - 1 ? id : V - 1;
+        }
+        if (t == 0 && has_finite) finite[(long long)r * token_stride] = any_bad > 0.0f ? 0 : 1;
+        if (greedy || !draw) {  // the draw, if any, is the next launch's: it reads stats
+            if (t == 0 && !greedy) { stats[0] = top; stats[1] = e_total; stats[2] = any_bad; }
+            return;
+        }
+    } else {  // the scan was the previous launch
+        top = (float)stats[0];
+        e_total = (float)stats[1];
     }
+
+    // the draw: this block's part, each warp a run of it in id order (for the CDF)
+    // id i's probability, as the body's: the same expression wherever it is computed
+    auto prob = [&](int i) { return tempered(z[i], top, inv_t) / e_total; };
+    int lo, hi;
+    warp_run(first, end, &lo, &hi);
+    double mass = 0.0;
+    for (int i = lo + lane; i < hi; i += WARP) {
+        float pi = prob(i);
+        if (has_probs) p[i] = pi;
+        mass += (double)pi;
+    }
+    if (!has_tokens) return;
+    block_prefix(warp_sum_double(mass), partials, prefix);  // the warps' runs, in order
+    long long id;
+    if (G == 1) {
+        double limit = uniform * prefix[warps];
+        id = (long long)block_sum(count_below(lo, hi, prefix[warp], limit, prob), scratch);
+    } else {
+        if (t == 0) row[4 * g] = prefix[warps];
+        if (!last_block_done(done + r, G)) return;
+        // the combine: part b's mass in thread b; the first part whose cumulative mass passes
+        // the limit (every id before it counts: the CDF only grows), and the count inside it
+        // (a NaN limit: every part "passes", the first is scanned, and no id counts)
+        bool here = t < G;
+        double part_mass = here ? fresh(row + 4 * t) : 0.0;
+        double before = thread_prefix(part_mass, partials, prefix);
+        double limit = uniform * prefix[warps];
+        int crossing = block_min(here && !(before + part_mass <= limit) ? t : G, ids);
+        if (t == crossing) before_crossing = before;
+        __syncthreads();
+        id = V;  // no part passes the limit: all V ids (capped below)
+        if (crossing < G) {
+            part_of(0, V, crossing, G, WARP, &first, &end);
+            warp_run(first, end, &lo, &hi);
+            double run = 0.0;
+            for (int i = lo + lane; i < hi; i += WARP) run += (double)prob(i);
+            block_prefix(warp_sum_double(run), partials, prefix);
+            run = before_crossing + prefix[warp];
+            id = first + (long long)block_sum(count_below(lo, hi, run, limit, prob), scratch);
+        }
+    }
+    if (t == 0) tokens[(long long)r * token_stride] = id < V - 1 ? id : V - 1;
 }
 
 // ---------------------------------------------------------------- decide_packed

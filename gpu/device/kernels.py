@@ -34,8 +34,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from gpu.device import counting
-from gpu.device.backend import ARRAY_MODULE, ON_DEVICE
+from gpu.device.backend import ARRAY_MODULE, ON_DEVICE, xp
 
 SOURCE = Path(__file__).with_name("kernels.cu")
 # the kernels' compile-time limits (a call beyond them runs its body: fused.py checks)
@@ -52,7 +54,10 @@ class Plan:
     """One kernel launch: its grid and block, its arguments (arrays and NumPy scalars of the
     kernel's C types), and what the call returns (an output array among the arguments).
     `rows`: how many rows the launch computes where its grid does not say (a linear's grid
-    runs over its columns); None where the grid says it."""
+    runs over its columns); None where the grid says it. `span`: the positions an attention
+    reads (a scalar argument, so not in its shapes), which a measured choice is keyed by.
+    `then`: a second launch of the same call (pick_rows' draw after its scan), launched right
+    after this one wherever this one is (a device, a graph, the emulator)."""
 
     name: str
     grid: tuple[int, ...]
@@ -60,6 +65,12 @@ class Plan:
     args: tuple
     result: object
     rows: int | None = None
+    span: int | None = None
+    then: Plan | None = None  # a launch that must follow on the stream (a second stage)
+
+    def chain(self) -> list[Plan]:
+        # this launch and those it chains, in the order they run
+        return [self] if self.then is None else [self, *self.then.chain()]
 
     def idle(self) -> bool:
         # nothing to compute (a zero grid dimension, or no rows): such a plan is never
@@ -167,10 +178,24 @@ def recording(calls: list, launch: bool = True):
         Recording.calls, Recording.launch = before
 
 
+def span_bucket(span: int) -> int:
+    # the power of two >= span, at least 64: an attention's cost grows with the positions it
+    # reads, so a choice measured at 20 is not applied at 900 -- and one measure a bucket
+    # (1 .. 64, .. 128, ..., .. 1024) is enough, the span changing at every step
+    return max(64, 1 << max(0, span - 1).bit_length())
+
+
+def launch_plan(fetch: Callable, p: Plan) -> None:
+    # p's kernel and the launches it chains, one after another; fetch(name) -> the kernel
+    for each in p.chain():
+        fetch(each.name)(each.grid, each.block, each.args)
+
+
 def plan_shape(p: Plan) -> tuple:
-    # (kernel, the shapes of the arrays it reads and writes): what a measured choice is
-    # keyed by (scalars such as a cache slot or a span change at every step: not part of it)
-    return p.name, tuple(tuple(a.shape) for a in p.args if hasattr(a, "shape"))
+    # (kernel, the shapes of the arrays it reads and writes, and an attention's span bucket):
+    # what a measured choice is keyed by (a cache slot, changing at every step, is not)
+    shapes = tuple(tuple(a.shape) for a in p.args if hasattr(a, "shape"))
+    return p.name, shapes if p.span is None else (*shapes, (f"span<={span_bucket(p.span)}",))
 
 
 class Choices:
@@ -178,6 +203,68 @@ class Choices:
     device (gpu/device/kernel_choice.py); empty until then, so the kernels run everywhere."""
 
     body_faster: set = set()
+
+
+@contextmanager
+def kernels_everywhere():
+    """`with kernels_everywhere():` every fused call inside runs its kernel, whatever the
+    preflight measured (its graph check: a replay holds kernels only, so the steps one by one
+    it is compared with must run the same kernels, not a body that rounds otherwise)."""
+    before = Choices.body_faster
+    Choices.body_faster = set()
+    try:
+        yield
+    finally:
+        Choices.body_faster = before
+
+
+# The tickets of the multi-block kernels (kernels.cu `last_block_done`): int32 counters, all 0
+# between launches, since each group's last block sets its own back; one array serves every
+# launch, a stream running them one after another. A captured graph keeps the pointer of the
+# array it was captured with, so no array is ever freed; and none is made while a stream
+# captures: there `cupy.zeros` only records its memset, which runs at the first replay, and
+# every kernel launched before it would read garbage tickets (wrong numbers, no error). So
+# the array is made before any capture (graphs.py `StepGraph.capture` reserves it first), with
+# room for COUNTERS groups: the column blocks of a 262,144-id output layer, as many attention
+# heads x rows. A plan needing more inside a capture fails the capture (graphs go off).
+COUNTERS = 8192
+
+
+class CountersTooSmall(RuntimeError):
+    """A plan inside a capture needs more counters than the array made before it holds."""
+
+
+class Counters:
+    """Every counter array made (the last one is handed out), and whether a stream captures."""
+
+    arrays: list = []
+    capturing: bool = False
+
+
+def reserve_counters(n: int = COUNTERS):
+    # -> int32 [>= n] counters, all 0; made now only if the last array is shorter, and never
+    # inside a capture (`capturing`)
+    arrays = Counters.arrays
+    if arrays and arrays[-1].shape[0] >= n:
+        return arrays[-1]
+    if Counters.capturing:
+        raise CountersTooSmall(
+            f"a kernel needs {n} counters inside a CUDA graph's capture, the array made before "
+            f"it holds {arrays[-1].shape[0] if arrays else 0}: it cannot be made there"
+        )
+    arrays.append(xp.zeros(max(n, COUNTERS), dtype=np.int32))
+    return arrays[-1]
+
+
+@contextmanager
+def capturing():
+    """`with capturing():` a stream captures inside (no counter array may be made)."""
+    before = Counters.capturing
+    Counters.capturing = True
+    try:
+        yield
+    finally:
+        Counters.capturing = before
 
 
 class FusedOperation:
@@ -194,18 +281,21 @@ class FusedOperation:
     def __init__(self, body: Callable, plan: Callable, kernel: str, fits: Callable | None):
         functools.update_wrapper(self, body)
         self.body, self.plan, self.kernel, self.fits = body, plan, kernel, fits
-        self.launches_in: object = None  # the module `function` was fetched from
-        self.function: Callable | None = None
+        self.launches_in: object = None  # the module `functions` were fetched from
+        self.functions: dict[str, Callable] = {}
 
     def __repr__(self) -> str:
         return f"<fused operation {self.__name__}: kernel {self.kernel}>"
 
-    def kernel_function(self, module) -> Callable:
-        # the kernel of `module`, fetched once (a fresh module, as the tests' emulator makes
-        # at each call, is asked again)
+    def kernel_function(self, module, name: str | None = None) -> Callable:
+        # the kernel `name` (this operation's own by default) of `module`, fetched once (a
+        # fresh module, as the tests' emulator makes at each call, is asked again)
         if module is not self.launches_in:
-            self.function, self.launches_in = module.get_function(self.kernel), module
-        return self.function
+            self.functions, self.launches_in = {}, module
+        name = name or self.kernel
+        if name not in self.functions:
+            self.functions[name] = module.get_function(name)
+        return self.functions[name]
 
     def __call__(self, *args, **kwargs):
         body = self.body
@@ -237,9 +327,9 @@ class FusedOperation:
             Recording.calls.append(FusedCall(p, body, args, kwargs))
             if not Recording.launch:
                 return p.result
-        elif plan_shape(p) in Choices.body_faster:  # measured: the body is faster at this shape
-            return body(*args, **kwargs)  # (never in a capture: a body's cuBLAS cannot be held)
-        self.kernel_function(module)(p.grid, p.block, p.args)
+        elif Choices.body_faster and plan_shape(p) in Choices.body_faster:  # measured: the body
+            return body(*args, **kwargs)  # is faster here (never in a capture: no cuBLAS there)
+        launch_plan(lambda name: self.kernel_function(module, name), p)
         return p.result
 
 

@@ -54,10 +54,10 @@ from gpu.device.fused import (
     linear_plan,
     pick_plan,
 )
-from gpu.device.kernels import SOURCE, Plan
+from gpu.device.kernels import MAX_ROWS, SOURCE, Plan
 from gpu.kv_cache import KVCache
 from reference.model import causal_placement
-from reference.sampling import GREEDY
+from reference.sampling import GREEDY, SamplingParams
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "gpu.md"
@@ -87,23 +87,29 @@ NEAR_STEP_NS = 30 / CLOCK_HZ * 1e9  # ~15 ns
 
 # per-thread registers and static shared memory of each kernel: ptxas as NVRTC 12.9 (the
 # nvidia-cuda-nvrtc-cu12 12.9.86 wheel) runs it for -arch=sm_90 with the options CuPy passes,
-# kernels.cu with split-K linears, several-block picks and split attention, 2026-12-03
+# kernels.cu with split-K linears, several-block picks and split attention, 2026-12-03; pick_rows
+# again with its scan and draw spread over the row's blocks, and fused_linear_1 and _8 (one
+# row, up to 8), 2026-12-07
 # (tests/twin/test_kernels_compile.py prints the same report). They set how many blocks an SM
 # holds at once, hence the waves; rerun it when a kernel changes.
 REGISTERS = {
     "embed_rows": 26,
     "layer_norm_rows": 20,
     "fused_linear": 96,
+    "fused_linear_1": 40,
+    "fused_linear_8": 72,
     "cached_attention": 52,
-    "pick_rows": 46,
+    "pick_rows": 40,
     "decide_packed": 52,
 }
 SHARED_BYTES = {
     "embed_rows": 0,
     "layer_norm_rows": 132,
     "fused_linear": 16516,
+    "fused_linear_1": 1036,
+    "fused_linear_8": 8260,
     "cached_attention": 6792,
-    "pick_rows": 788,
+    "pick_rows": 796,
     "decide_packed": 804,
 }
 
@@ -116,6 +122,8 @@ TABLE_ROWS = (1, 8)  # the per-kernel tables: one token step, a verification pas
 # "Where they go now"): joining the catch-up and the drafts, four host-to-device copies (the
 # catch-up tokens of each model, the two rounds of uniforms), the packed decision's transfer
 ROUND_OTHER_OPERATIONS = 6
+HOT = SamplingParams(temperature=0.8)  # the sampled rows of the prediction
+GRAPH_LAUNCHES = 2  # a graphed round's replays: the draft's steps 2..k, the target's pass
 STEP_OTHER_OPERATIONS = 1  # an autoregressive step's transfer of (token, flag)
 
 
@@ -214,12 +222,15 @@ CHAINS = {  # kernel -> its chain per thread, n = threads per block (the plan's)
     "cached_attention": "far ⌈hs / n⌉ + ⌈S' / n⌉ (⌈hs / 32⌉ + has_mask) + ⌈S' / W⌉, "
     "+ 2 + P (2 + ⌈hs / n⌉) with P > 1 (S' = ⌈S / P⌉, P blocks a head: the grid's); "
     "near ⌈S' / n⌉ (hs − ⌈hs / 32⌉ + 1) + 2 × 12 + W",
-    "pick_rows": "far ⌈P / n⌉, + 3 with G > 1; near 2 × 12, + 2 × 12 with G > 1; at a "
-    "temperature + c (far with G > 1, else near) + 12 + m (writing p or drawing), + 13 + 6m + 12 "
-    "drawing (greedy: the argmax, no scan)",
+    "pick_rows": "scan: far ⌈P / n⌉, + 3 with G > 1; near 2 × 12, + 2 × 12 with G > 1; at a "
+    "temperature near + ⌈P / n⌉ + 12, + 18 with G > 1. draw (temperature): m' (far when the "
+    "scan was the previous launch, else near), + 13 + 6m' + 12 drawing, + 3 + m' (far) and "
+    "19 + 12 + 13 (near) with G > 1 (greedy: the argmax, no draw)",
     "decide_packed": "far ⌈(k + 1) V / 4Gn⌉ + ⌈kV / 4Gn⌉ (+ 1 each for a tail; without float4 "
     "loads ⌈(k + 1) V / Gn⌉ + ⌈kV / Gn⌉) + 2⌈k / 32⌉ + ⌈P / n⌉ + 3 + m'; "
     "near 12 + 5 + 2 × 18 + 12 + 2 × 19 + 12 + 1 + 18 + 6m' + 12",
+    "fused_linear_1": "as fused_linear, R = 1",
+    "fused_linear_8": "as fused_linear, R <= 8",
 }
 
 LOOPS = {
@@ -248,14 +259,16 @@ LOOPS = {
         "for (int k = 0; k < P; k++)\n            y += fresh(parts_of",
     ),
     "pick_rows": (
-        "for (int i = first + t; i < end; i += n)",
+        "for (int i = first + t; i < end; i += n) {\n            float v = z[i];",
         "if (!last_block_done(done + r, G)) return;",
-        "for (int i = t; i < V; i += n) local += tempered(z[i], top, temperature);",
+        "for (int i = first + t; i < end; i += n) local += tempered(z[i], top, inv_t);",
+        "e_total = (float)block_total(moved, partials, prefix);",
         "for (int o = WARP / 2; o > 0; o >>= 1) {\n        float v = __shfl_xor_sync",
-        "for (int i = lo + t % WARP; i < hi; i += WARP)",
+        "for (int i = lo + lane; i < hi; i += WARP) {\n        float pi = prob(i);",
+        "for (int i = lo + lane; i < hi; i += WARP) run += (double)prob(i);",
         "for (int base = lo; base < hi; base += WARP)",
         "for (int o = 1; o < WARP; o <<= 1)",
-        "id = uniform >= 1.0 ? V : (uniform >= 0.0 ? top_i : 0);",
+        "(uniform >= 1.0 ? V : (uniform >= 0.0 ? top_i : 0));",
     ),
     "decide_packed": (
         "for (long long i = me; i < fours; i += all)",
@@ -266,6 +279,8 @@ LOOPS = {
         "for (int i = lo + lane; i < hi; i += WARP) run += share(i);",
         "for (int base = lo; base < hi; base += WARP)",
     ),
+    "fused_linear_1": ('extern "C" __global__ void fused_linear_1(', "LINEAR_CALL(1);"),
+    "fused_linear_8": ('extern "C" __global__ void fused_linear_8(', "LINEAR_CALL(8);"),
 }
 
 
@@ -377,35 +392,51 @@ def part_length(V: int, G: int) -> int:
 
 
 def pick_work(plan: Plan) -> Work:
-    # grid (G, R): G blocks a row. chain: `for (int i = first + t; i < end; i += n)` over the
-    # block's part, ceil(part / threads) far (coalesced); block_max and block_argmax, 2
-    # BLOCK_TREE near; with G > 1 the fence and the ticket (2 far), the last block's read of
-    # the G partials (1 far) and its two block trees again (near). At a temperature the last
-    # block's exp loop over the whole row, ceil(V / threads) (near with G = 1: the row is its
-    # own, in L1; far with G > 1: the others read it) and block_sum; the mass loop over the
-    # warp's run, m steps of 32 ids (near), when it writes p or draws; a draw at a
-    # temperature: block_prefix, then count_below's m steps of a warp scan each, and
-    # block_sum (a greedy draw is the argmax: nothing more)
-    logits, V, greedy, _, _, _, has_u, _, has_probs, _, has_tokens, _, has_finite, _, _, _ = (
-        args_of(plan, 16)
-    )
+    # grid (G, R): G blocks a row, P ids each; one launch does the scan, the draw, or both
+    # (kernels.cu pick_rows). The scan: `for (int i = first + t; i < end; i += n)` over the
+    # block's part, ceil(P / threads) far (coalesced); block_max and block_argmax, 2
+    # BLOCK_TREE near; at a temperature the part again for its sum (near: L1 now) and
+    # block_sum. With G > 1 the fence and the ticket (2 far), the last block's read of the G
+    # partials (1 far), its two block trees again, and at a temperature the sum moved to the
+    # row's max (block_total). The draw: the warp's run of its part, m' steps of 32 ids (far
+    # when the scan was the previous launch, near after its own scan), writing p and adding
+    # its mass; drawing, block_prefix, then with G = 1 count_below's m' warp-scan steps and
+    # block_sum; with G > 1 the fence and the ticket, the partials (3 far), thread_prefix,
+    # block_min, the crossing part's run (m' far: another block's ids) and its block_prefix,
+    # count_below and block_sum. A greedy draw is the argmax itself: no draw.
+    (logits, V, greedy, _, _, _, has_u, _, has_probs, _, has_tokens, _, has_finite, _, scan,
+     draw, _, _) = args_of(plan, 18)  # fmt: skip
     R, V, n, G = logits.shape[0], int(V), threads_of(plan), plan.grid[0]
-    greedy, has_u, has_probs = int(greedy), int(has_u), int(has_probs)
+    greedy, has_u, has_probs, scan = int(greedy), int(has_u), int(has_probs), int(scan)
     has_tokens, has_finite = int(has_tokens), int(has_finite)
-    c, m = cdiv(V, n), warp_steps(V, n)
-    partials = 8 * 3 * R * G if G > 1 else 0  # written, then read by the last block
-    read = logits.nbytes + 8 * R * has_u + partials
-    written = 4 * R * V * has_probs + 8 * R * (has_tokens + has_finite) + partials
-    flops = R * V * (1 if greedy else 1 + 5 * (2 + has_tokens))  # tempered: sub, div, exp, ...
-    far, near = cdiv(part_length(V, G), n), 2 * BLOCK_TREE
-    if G > 1:
-        far, near = far + 3, near + 2 * BLOCK_TREE
-    cdf = has_tokens and not greedy  # a greedy draw is the argmax itself: no scan
-    if not greedy:
-        far, near = (far + c, near) if G > 1 else (far, near + c)
-        near += BLOCK_TREE + (m if has_probs or cdf else 0)
-    if cdf:
-        near += BLOCK_PREFIX + SCAN_STEP * m + BLOCK_TREE
+    draw = int(draw) and not greedy
+    part = part_length(V, G)
+    steps = warp_steps(part, n)  # m'
+    combine = 8 * 4 * R * G if G > 1 else 0  # partials written, then read by the last block
+    read = 8 * R * has_u + logits.nbytes * (scan + draw)
+    written = 8 * R * (has_tokens + has_finite) + 8 * 3 * R * (not greedy)  # + the stats
+    written += 4 * R * V * has_probs * (greedy * scan or draw)
+    flops, far, near = 0, 0, 0
+    if scan:
+        flops += R * V * (1 if greedy else 7)  # compare; at a temperature sub, mul, exp, add
+        far, near = cdiv(part, n), 2 * BLOCK_TREE
+        if not greedy:
+            near += cdiv(part, n) + BLOCK_TREE
+        if G > 1:
+            far, near = far + 3, near + 2 * BLOCK_TREE + (0 if greedy else WARP_TREE + BLOCK_PREFIX)
+            read, written = read + combine, written + combine
+    if draw:
+        flops += R * V * 7  # sub, mul, exp, div, add
+        far, near = (far + steps, near) if not scan else (far, near + steps)
+        if has_tokens:
+            near += BLOCK_PREFIX
+            if G == 1:
+                near += SCAN_STEP * steps + BLOCK_TREE
+            else:
+                far += 3 + steps
+                near += WARP_TREE + 1 + BLOCK_PREFIX + BLOCK_TREE + BLOCK_PREFIX
+                near += SCAN_STEP * steps + BLOCK_TREE
+                read, written = read + combine, written + combine
     return Work(plan.name, plan.grid, n, read, written, flops, far=far, near=near)
 
 
@@ -441,6 +472,8 @@ WORK = {
     "embed_rows": embed_work,
     "layer_norm_rows": layer_norm_work,
     "fused_linear": linear_work,
+    "fused_linear_1": linear_work,
+    "fused_linear_8": linear_work,
     "cached_attention": cached_span_work,
     "pick_rows": pick_work,
     "decide_packed": decide_work,
@@ -558,16 +591,17 @@ def tied_output(size: Size, R: int, with_ln: bool) -> Launch:
     return Launch(label, linear_plan(f32(R, C), w, ln=ln, w_rows=f32(C, V)), 1)
 
 
-def one_token_step(size: Size, draft: bool) -> list[Launch]:
+def one_token_step(size: Size, draft: bool, sampling: SamplingParams = GREEDY) -> list[Launch]:
     # a decode step of one token attending to CACHE_POSITIONS: the model's forward and its
     # pick (a draft: q and the token, gpu/drafters.py; autoregressive: the token and the
     # finiteness flag, gpu/autoregressive.py)
     start, V = CACHE_POSITIONS - 1, size.n_vocab
     if draft:
-        pick = pick_plan(f32(1, V), GREEDY, xp.empty(1, dtype=np.float64), f32(1, V), i64(1), None)
+        u = xp.empty(1, dtype=np.float64)
+        pick = pick_plan(f32(1, V), sampling, u, f32(1, V), i64(1), None)
     else:
         picked = i64(2)
-        pick = pick_plan(f32(1, V), GREEDY, 0.5, None, picked[:1], picked[1:])
+        pick = pick_plan(f32(1, V), sampling, 0.5, None, picked[:1], picked[1:])
     return [
         embedding(size, 1, start),
         *block(size, 1, start),
@@ -576,13 +610,13 @@ def one_token_step(size: Size, draft: bool) -> list[Launch]:
     ]
 
 
-def verification_pass(size: Size, k: int) -> list[Launch]:
+def verification_pass(size: Size, k: int, sampling: SamplingParams = GREEDY) -> list[Launch]:
     # the target's pass over k + 1 rows ending at CACHE_POSITIONS (gpu/speculative.py: the
     # residual, ln_f kept for extra heads, the logits, p, then settle's decide_packed)
     R, V = k + 1, size.n_vocab
     start = CACHE_POSITIONS - R
     ln_f = layer_norm_plan(f32(R, size.n_embd), *layer_norm_params(size.n_embd))
-    p = pick_plan(f32(R, V), GREEDY, None, f32(R, V), None, None)
+    p = pick_plan(f32(R, V), sampling, None, f32(R, V), None, None)
     decide = decide_plan(f32(R, V), f32(k, V), i64(k), xp.empty(R, dtype=np.float64))
     return [
         embedding(size, R, start),
@@ -625,23 +659,55 @@ def total(launches: list[Launch], other_operations: int = 0, far_ns: float = FAR
     by_bound = dict.fromkeys(Bounds.NAMES, 0.0)
     by_bound["launch"] = other_operations * LAUNCH_US
     time, gpu = by_bound["launch"], 0.0
+    count = other_operations
     for launch in launches:
-        b = bounds(launch_work(launch.plan), far_ns)
-        time += launch.count * b.time()
-        gpu += launch.count * b.time(with_launch=False)
-        by_bound[b.bound()] += launch.count * b.time()
-    count = sum(launch.count for launch in launches) + other_operations
+        for plan in launch.plan.chain():  # a second stage is a launch of its own
+            b = bounds(launch_work(plan), far_ns)
+            time += launch.count * b.time()
+            gpu += launch.count * b.time(with_launch=False)
+            by_bound[b.bound()] += launch.count * b.time()
+            count += launch.count
     return Total(count, time, gpu, by_bound)
 
 
-def round_total(target: Size, draft: Size, k: int, far_ns: float = FAR_STEP_NS) -> Total:
-    # one speculative round: k one-token draft steps, the target's pass over k + 1 rows
-    drafting = [Launch(a.label, a.plan, a.count * k) for a in one_token_step(draft, draft=True)]
-    return total(drafting + verification_pass(target, k), ROUND_OTHER_OPERATIONS, far_ns)
+def round_total(
+    target: Size,
+    draft: Size,
+    k: int,
+    far_ns: float = FAR_STEP_NS,
+    sampling: SamplingParams = GREEDY,
+    graphed: bool = False,
+) -> Total:
+    # one speculative round: k one-token draft steps, the target's pass over k + 1 rows.
+    # graphed: as the twin runs it with graphs on (gpu/device/graphs.py) -- the draft's steps
+    # 2..k and the target's pass up to p are replays, their launches costing no host time
+    # (each its GPU time alone), plus GRAPH_LAUNCHES launches of the graphs themselves; the
+    # first draft step and decide_packed are launched as ever. A graph node's own device-side
+    # cost is not modelled (no device has measured it): graphed rounds are a floor
+    step = one_token_step(draft, draft=True, sampling=sampling)
+    verify = verification_pass(target, k, sampling)
+    if not graphed:
+        drafting = [Launch(a.label, a.plan, a.count * k) for a in step]
+        return total(drafting + verify, ROUND_OTHER_OPERATIONS, far_ns)
+    eager = step + verify[-1:]  # the first draft step, the decision
+    replayed = [Launch(a.label, a.plan, a.count * (k - 1)) for a in step] + verify[:-1]
+    t = total(eager, ROUND_OTHER_OPERATIONS + GRAPH_LAUNCHES, far_ns)
+    by_bound = dict(t.by_bound)
+    gpu_time = 0.0
+    for launch in replayed:
+        for plan in launch.plan.chain():
+            b = bounds(launch_work(plan), far_ns)
+            gpu_time += launch.count * b.time(with_launch=False)
+            gpu_bound = max(Bounds.NAMES[:-1], key=lambda name, b=b: getattr(b, name))
+            by_bound[gpu_bound] += launch.count * b.time(with_launch=False)
+    return Total(t.launches, t.time + gpu_time, t.gpu + gpu_time, by_bound)
 
 
-def step_total(target: Size, far_ns: float = FAR_STEP_NS) -> Total:  # an autoregressive step
-    return total(one_token_step(target, draft=False), STEP_OTHER_OPERATIONS, far_ns)
+def step_total(
+    target: Size, far_ns: float = FAR_STEP_NS, sampling: SamplingParams = GREEDY
+) -> Total:  # an autoregressive step (never graphed)
+    step = one_token_step(target, draft=False, sampling=sampling)
+    return total(step, STEP_OTHER_OPERATIONS, far_ns)
 
 
 # ---------------------------------------------------------------- markdown
@@ -715,6 +781,34 @@ def round_table() -> str:
     return head + "\n".join(rows) + "\n"
 
 
+def prediction_table() -> str:
+    # each pair's autoregressive step and k = ROUND_KS[0] round, greedy and T = 0.8, eager and
+    # graphed: the terms (host: the launches' host time; GPU: each launch's largest GPU bound)
+    k = ROUND_KS[0]
+    head = (
+        "| target / draft | loop | sampling | launches | host | GPU alone | eager | graphed "
+        "| break-even tokens / round, eager / graphed |\n|---|---|---|---|---|---|---|---|---|\n"
+    )
+    rows = []
+    for target, draft in pairs():
+        for sampling, label in ((GREEDY, "greedy"), (HOT, "T = 0.8")):
+            step = step_total(target, sampling=sampling)
+            rows.append(
+                f"| {target.name} / {draft.name} | autoregressive step | {label} "
+                f"| {step.launches} | {us(step.launches_only)} | {us(step.gpu)} "
+                f"| **{us(step.time)}** | {us(step.time)} (not graphed) | 1 |"
+            )
+            eager = round_total(target, draft, k, sampling=sampling)
+            graphed = round_total(target, draft, k, sampling=sampling, graphed=True)
+            rows.append(
+                f"| | round, k = {k} | {label} | {eager.launches} / {graphed.launches} "
+                f"| {us(eager.launches_only)} / {us(graphed.launches_only)} | {us(eager.gpu)} "
+                f"| **{us(eager.time)}** | **{us(graphed.time)}** "
+                f"| {eager.time / step.time:.2f} / {graphed.time / step.time:.2f} |"
+            )
+    return head + "\n".join(rows) + "\n"
+
+
 SENSITIVITY_CYCLES = (200, 600, 800)  # a far step at an L2 hit, the assumption, a slow HBM
 
 
@@ -743,14 +837,14 @@ def assumptions() -> str:
         f"(a dependent load from L2 or HBM) {FAR_STEP_NS:.0f} ns, a near step (shared memory "
         f"or an L1 hit) {NEAR_STEP_NS:.1f} ns. From NVIDIA's H200 SXM datasheet: "
         f"{HBM_BYTES_PER_S / 1e12:g} TB/s, {FP32_FLOPS / 1e12:g} TFLOP/s FP32, {SMS} SMs at "
-        f"{CLOCK_HZ / 1e9:g} GHz. Greedy sampling; every attention reads "
-        f"S = {CACHE_POSITIONS} positions.\n"
+        f"{CLOCK_HZ / 1e9:g} GHz. Greedy sampling but where T = 0.8 is named; every attention "
+        f"reads S = {CACHE_POSITIONS} positions.\n"
     )
 
 
 def chain_table() -> str:
     # each kernel's formula (CHAINS), with its threads per block as its plans give them
-    launches = [a for R in TABLE_ROWS for a in table_pass(bundled("target"), R)]
+    launches = [a for R in (*TABLE_ROWS, MAX_ROWS) for a in table_pass(bundled("target"), R)]
     threads = {a.plan.name: threads_of(a.plan) for a in launches}
     head = "| kernel | n | longest serial chain of one thread (steps) |\n|---|---|---|\n"
     rows = [f"| `{kernel}` | {threads[kernel]} | {chain} |" for kernel, chain in CHAINS.items()]
@@ -768,6 +862,15 @@ def markdown() -> str:
         "*roofline*: the sum of each launch's largest bound, launch included; *break-even*: "
         "the tokens a round must yield to beat the autoregressive loop, round / step)\n\n"
         + round_table()
+    )
+    parts.append(
+        "**Greedy and T = 0.8, eager and graphed** (µs; *launches*: the device operations the "
+        f"host makes, eager / graphed; *host*: launches x {LAUNCH_US:g} µs; *GPU alone*: the "
+        "sum of each launch's largest GPU bound; *eager*: each launch its largest bound, launch "
+        f"included; *graphed*: the draft's steps 2..k and the target's pass replayed from "
+        f"{GRAPH_LAUNCHES} graphs, their launches at their GPU time alone, a graph node's own "
+        "device-side cost not modelled: a floor. The autoregressive loop is not graphed)\n\n"
+        + prediction_table()
     )
     parts.append(
         "**How far the round moves with the far step's latency** (µs; the assumption is "

@@ -25,7 +25,8 @@ arithmetic and the argument lists gpu/device/fused.py builds
 What it cannot check: warp timing and the device's own float rounding (compare with a
 tolerance).
 
-`Emulator.launch(plan)` runs a `gpu.device.kernels.Plan` in place on NumPy arrays.
+`Emulator.launch(plan)` runs a `gpu.device.kernels.Plan` in place on NumPy arrays (and the
+launches it chains, `Plan.then`, after it).
 """
 
 from __future__ import annotations
@@ -322,3 +323,5 @@ class Emulator:
             f"{plan.name}: block {stuck - 1} (flat index) stuck: its threads wait at barriers "
             "no thread can open (a barrier some threads skip, or reach after returning)"
         )
+        if plan.then is not None:  # a second stage of the same call: next on the stream
+            self.launch(plan.then)

@@ -1,17 +1,21 @@
 """The device script (scripts/gpu_check.sh) runs, part by part, in NumPy mode: its dry run.
 
 A device is lent for minutes, once in a while; a script that breaks on it wastes the loan.
-So CI runs the whole script with `--dry-run`: the same parts, steps, options, paths, plug-in
-and table, every step cut to a few seconds of work (the oracle at a sliver of its sample
-sizes, the bench on one short prompt, one test file instead of tests/twin) and held to its
-time limit scaled down (x 0.25). It also checks that each device call the docs recommend
+So CI runs the whole script with `--dry-run`: the same parts in the same order, steps,
+options, paths, plug-in and table, every step cut to a few seconds of work (the first parts
+on the stand-in for a device, the oracle at a sliver of its sample sizes, the bench on one
+short prompt, one test file instead of tests/twin). What is held is what runs and in what
+order, and each first part's budget: the launches it makes, counted on the stand-in at the
+device's sizes and priced by scripts/gpu_kernel_check.py, must fit the part's limit -- never
+the wall seconds the dry run took (a busy CI machine's, which say nothing about a device;
+the limits only stop a hung step). It also checks that each device call the docs recommend
 fits the 600 s a device command may run, that a failed preflight stops everything after it
 with one line, and that a call without a part runs nothing.
 
 What it does not prove: anything about a GPU -- that CuPy runs these kernels, how long the
-real steps take there, whether their limits are generous enough (docs/gpu.md predicts the
-times from the launch counts) -- nor that the device's python3 has the packages (the
-preflight checks that, on the device, first).
+real steps take there, whether the budgets' prices hold (docs/gpu.md predicts the times
+from code) -- nor that the device's python3 has the packages (the preflight checks that, on
+the device, first).
 """
 
 from __future__ import annotations
@@ -25,13 +29,18 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.sh"
 DEVICE_CALL_LIMIT = 600  # what one device command may run, seconds
 # the calls docs/gpu.md recommends, each one device command
-DEVICE_CALLS = [["preflight", "tests"], ["bench"], ["oracle"]]
+DEVICE_CALLS = [["kernels", "sanitizer", "replay", "timings"], ["preflight", "tests"], ["bench"],
+                ["oracle"]]  # fmt: skip
+STEPS = ["kernels", "racecheck", "synccheck", "replay", "timings",  # the risky parts first
+         "preflight", "gpu-tests", "twin-tests", "oracle", "bench"]  # fmt: skip
+CASES = ["fused_linear K=6", "pick_rows G=50 greedy", "pick_rows G=50 T=0.8",
+         "decide_packed G=256", "cached_attention P=8"]  # fmt: skip
 
 
 def run(*args: str, **env: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHON": sys.executable, **env}
     return subprocess.run(
-        ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=120
+        ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=600
     )
 
 
@@ -41,13 +50,33 @@ def table(path: Path) -> dict[str, list[str]]:
     return {cells[1].strip(): [c.strip() for c in cells] for cells in rows}
 
 
-def test_the_dry_run_of_every_part_passes_within_its_scaled_limits(tmp_path):
+def plan_limits() -> dict[str, int]:
+    # the device's limit of each step, seconds (`--plan all`, unscaled)
+    plan = run("--plan", "all", GPU_CHECK_TIME_SCALE="1")
+    rows = [line.strip("|").split("|") for line in plan.stdout.splitlines() if line.startswith("|")]
+    return {cells[1].strip(): int(cells[2]) for cells in rows[2:]}
+
+
+def test_the_dry_run_runs_every_part_in_order_and_each_budget_fits_its_limit(tmp_path):
     done = run("--dry-run", "all", OUT=str(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     steps = table(tmp_path / "summary.md")
-    assert list(steps) == ["preflight", "gpu-tests", "twin-tests", "oracle", "bench"]
-    for name, (_, _, outcome, seconds, limit, last) in steps.items():
-        assert outcome == "ok" and int(seconds) <= int(limit), (name, outcome, seconds, last)
+    assert list(steps) == STEPS
+    for name, (_, _, outcome, _, _, last) in steps.items():
+        assert outcome == "ok", (name, outcome, last)
+    limits = plan_limits()
+    for part in ("kernels", "replay", "timings"):
+        log = (tmp_path / f"{part}.log").read_text()
+        (line,) = [x for x in log.splitlines() if x.startswith(f"BUDGET {part}:")]
+        launches, predicted = int(line.split()[2]), float(line.split()[5])
+        assert launches > 0 and predicted <= limits[part], (line, limits[part])
+        assert log.rstrip().endswith(f"{part.upper()} OK")
+    kernels = (tmp_path / "kernels.log").read_text()
+    ran = [line[6:].split(":")[0] for line in kernels.splitlines() if line.startswith("ok    ")]
+    assert ran == CASES  # every multi-block kernel, in this order, eager and replayed
+    for tool in ("racecheck", "synccheck"):  # the calls the sanitizer watches on a device
+        calls = (tmp_path / f"{tool}.log").read_text().count("ok    one call of ")
+        assert calls == len(CASES)
     assert "PREFLIGHT OK" in (tmp_path / "preflight.log").read_text()
     oracle = (tmp_path / "oracle.log").read_text().splitlines()[-1]  # pytest's last line
     assert " passed" in oracle and "failed" not in oracle and "error" not in oracle

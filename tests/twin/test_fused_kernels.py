@@ -500,3 +500,30 @@ def test_the_bench_times_the_unfused_twin_only_where_the_kernels_run(kernels_in_
     with kernels.kernels_off("a test"):
         assert gpu_bench.unfused_rate(prompts, 2, 4, "model", None) is None
         assert kernels.kernel_state() == "off (a test)"
+
+
+@pytest.mark.parametrize("order", ["order", "reversed"])
+@pytest.mark.parametrize("params", [GREEDY, SamplingParams(temperature=0.8)])
+@pytest.mark.parametrize("V", [50_257, 128_256])  # GPT-2's ids, Llama 3's: ~1 s each here
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # the body's -inf * 0, on purpose
+def test_pick_at_a_real_vocabulary_matches_its_body(emulator, params, order, V):
+    """A real vocabulary: 50 blocks a row (GPT-2), 126 (Llama 3's 128,256 ids). At a
+    temperature the scan's combine gives the row's max and sum, then the draw writes p and
+    finds the token over the same blocks: p to a float's rounding, the tokens exactly."""
+    rng = np.random.default_rng(V)
+    R = 3
+    logits = rows(rng, R, V, scale=4.0)
+    logits[1, V - 7] = logits[1].max() + 2.0  # the row's max in the last block alone
+    logits[2, : V // 2] = -np.inf  # half a row without mass (not finite: flagged)
+    u = np.array([0.3, 0.999, 0.6])
+    plan = fused.pick_plan(logits, params, u, *(np.zeros(s, d) for s, d in (((R, V), np.float32),
+                           (R, np.int64), (R, np.int64))))  # fmt: skip
+    G = -(-V // fused.PART_IDS)
+    assert plan.grid == (G, R) and len(plan.chain()) == (1 if params.greedy else 2)
+    with blocks_in(emulator, order):
+        got = run_pick(emulator, logits, params, u, on_device=True)
+    want = run_pick(emulator, logits, params, u, on_device=False)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-9)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[2], [1, 1, 0])
+    assert got[1][1] == V - 7 or not params.greedy

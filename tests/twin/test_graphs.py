@@ -190,3 +190,77 @@ def test_the_kernels_read_a_replays_slot_from_the_device(emulator, per_part, mon
         want = fused.cached_attention.body(twin, qkv, 1, body_cache, causal_placement(s, 1))
         np.testing.assert_allclose(attention.result, want, atol=1e-5)
         np.testing.assert_array_equal(cache.k[1, :, s], body_cache.k[1, :, s])  # its write
+
+
+# ---------------------------------------------------------------- a capture that fails
+
+
+def tiny_pair():
+    def model(n_layer, n_embd, seed):
+        cfg = GPTConfig(n_vocab=40, n_ctx=32, n_embd=n_embd, n_head=2, n_layer=n_layer)
+        return GPT(cfg, init_params(cfg, np.random.default_rng(seed), std=0.3))
+
+    return model(2, 32, 0), model(1, 16, 1)
+
+
+def test_a_failed_capture_leaves_nothing_behind_and_the_loop_goes_on_one_by_one(monkeypatch):
+    """On a device a capture can fail at its end (the driver invalidates it): the stand-in is
+    made to fail the draft's first capture so, after running its steps. The round must go on
+    with the steps launched one by one (the tokens and caches of graphs off), graphs off with
+    the reason, and the graph holding nothing of the attempt."""
+    from gpu.device import graphs
+
+    monkeypatch.setattr(graphs.mode, "on", True)  # turned off by the failure: restored after
+    monkeypatch.setattr(graphs.mode, "why_off", "")
+    steps = gpu.ModelDrafter.graph_steps
+
+    def invalidated(self, graph, k, sampling):
+        steps(self, graph, k, sampling)
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    target_ref, draft_ref = tiny_pair()
+    with counting_launches(strict=True):
+        target = gpu.GPT(target_ref.config, target_ref.params)
+        draft = gpu.GPT(draft_ref.config, draft_ref.params)
+        plain = drafted(target, draft, 4, 10, graphs=False)
+        monkeypatch.setattr(gpu.ModelDrafter, "graph_steps", invalidated)
+        failed = drafted(target, draft, 4, 10, graphs=True)
+        assert not counting.state.capturing
+    assert list(failed[0]) == list(plain[0])
+    assert same_caches(failed[1], plain[1]) and same_caches(failed[2], plain[2])
+    assert graphs.graph_state().startswith("off (capture failed: RuntimeError: operation not")
+    graph = failed[3]._graphs[4, GREEDY].steps
+    assert graph.run is None and graph.graph is None and graph.calls == []
+    assert not gpu.speculative._verification_graphs.get(failed[1])  # none captured after
+
+
+@needs_emulator
+def test_the_counters_exist_before_a_capture_and_none_is_made_inside(kernels_in_the_emulator):
+    """A counter array made while a stream captures is only a recorded memset: never zeroed
+    before the graph's first replay, and every multi-block kernel launched meanwhile reads
+    garbage tickets. A 16-row output layer of 70,000 ids (2,188 column blocks, more than the
+    first array held) first met inside a capture must find its counters made already."""
+    from gpu.device.graphs import StepGraph
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    w = rng.standard_normal((8, 70_000)).astype(np.float32)
+    arrays = fused.counter_arrays
+    saved = list(arrays)
+    arrays.clear()  # as a fresh process: no multi-block kernel launched yet
+    made_inside = []
+
+    def run():
+        before = len(arrays)
+        fused.fused_linear(x, w)
+        made_inside.append(len(arrays) - before)
+
+    graph = StepGraph(1)
+    try:
+        assert graph.capture(run)
+        (call,) = graph.calls
+        done = call.plan.args[-1]
+        assert made_inside == [0] and done is arrays[-1]
+        assert done.shape[0] >= 2188 and not done.any()
+    finally:
+        arrays[:] = saved

@@ -21,7 +21,7 @@ from gpu.device.backend import ON_DEVICE
 from gpu.device.kernel_choice import Measured, describe, measure_choices
 from gpu.device.kernels import KernelMode, Plan
 from reference.config import GPTConfig
-from reference.model import GPT, init_params
+from reference.model import GPT, causal_placement, init_params
 from tests.twin.cuda_emulator import compiler
 
 pytestmark = pytest.mark.skipif(
@@ -60,7 +60,7 @@ def forward(model, rows: list[int]):
 def made_up(shape, half: str, run) -> float:
     # the body wins a linear of 4 rows, the kernel everything else (nothing is run: made up)
     name, shapes = shape
-    body_wins = name == "fused_linear" and shapes[0][0] == 4
+    body_wins = name.startswith("fused_linear") and shapes[0][0] == 4
     return {"kernel": 2.0, "body": 1.0}[half] if body_wins else {"kernel": 1.0, "body": 2.0}[half]
 
 
@@ -70,12 +70,12 @@ def test_the_faster_half_is_kept_per_kernel_and_shape_and_the_operations_obey(la
     want = forward(model, [4, 1])
     measured = measure_choices(lambda: forward(model, [4, 1]), timer=made_up, repeats=2)
     body = {m.shape for m in measured if m.choice == "body"}
-    assert body and all(name == "fused_linear" and s[0][0] == 4 for name, s in body)
+    assert body and all(name.startswith("fused_linear") and s[0][0] == 4 for name, s in body)
     assert kernels.Choices.body_faster == body
-    assert {m.shape[0] for m in measured} >= {"embed_rows", "fused_linear", "cached_attention"}
+    assert {m.shape[0] for m in measured} >= {"embed_rows", "fused_linear_8", "cached_attention"}
     launched.clear()
     np.testing.assert_allclose(forward(model, [4, 1]), want, atol=1e-5)
-    linears = [rows for name, rows in launched if name == "fused_linear"]
+    linears = [rows for name, rows in launched if name.startswith("fused_linear")]
     assert linears and all(rows == 1 for rows in linears)  # 4 rows: the body ran
     assert ("embed_rows", 4) in launched  # the kernel still runs where it won
 
@@ -124,3 +124,35 @@ def test_an_operation_fetches_its_kernel_from_the_compiled_module_once(emulator,
     np.testing.assert_allclose(fused.layer_norm_rows(x, g, b, 1e-5), first)
     np.testing.assert_allclose(first, fused.layer_norm_rows.body(x, g, b, 1e-5), atol=1e-5)
     assert fetched == ["layer_norm_rows"]  # two launches, one look-up
+
+
+@pytest.fixture
+def tiny_target():
+    cfg = GPTConfig(n_vocab=40, n_ctx=1024, n_embd=32, n_head=2, n_layer=1)
+    model = gpu.GPT(cfg, init_params(cfg, np.random.default_rng(0), std=0.3))
+    return model, model.new_cache()
+
+
+def test_an_attentions_choice_is_keyed_by_its_span_bucket(tiny_target):
+    """The kernel's cost grows with the span it reads, the body's too but differently: a
+    choice measured at a 20-position span is not applied at 900."""
+    model, cache = tiny_target
+    qkv = np.zeros((1, 3 * model.config.n_embd), np.float32)
+
+    def key(span):
+        cache.length = span - 1
+        at = causal_placement(span - 1, 1)
+        return kernels.plan_shape(fused.attention_plan(model, qkv, 0, cache, at))
+
+    assert key(20) == key(30) != key(900)
+    assert key(900) == key(1000)
+
+
+def test_the_kernels_run_everywhere_inside_kernels_everywhere(monkeypatch):
+    """The preflight's graph check compares a replay (kernels only: a body's cuBLAS cannot be
+    captured) with the steps one by one: those too must run the kernels, not a body measured
+    faster, or a near tie flips a token and graphs go off for nothing."""
+    monkeypatch.setattr(kernels.Choices, "body_faster", {("fused_linear", ((4, 8),))})
+    with kernels.kernels_everywhere():
+        assert kernels.Choices.body_faster == set()
+    assert kernels.Choices.body_faster == {("fused_linear", ((4, 8),))}
