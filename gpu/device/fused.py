@@ -195,6 +195,32 @@ def layer_norm_rows(x, g, b, eps: float):  # [R, C] -> [R, C]
 # ---------------------------------------------------------------- fused_linear
 
 
+# A plan is host time before every eager launch (linear_plan took 6.3 µs with NumPy arrays,
+# most of it Python: the scalars made one by one, the parts worked out, the scratch looked up;
+# 3.4 µs now: docs/gpu.md, "Host cost per fused call"). What follows from the call's shapes
+# and flags alone is made once per shape and kept (`by_shape`): the kernel, grid and block,
+# the scalar arguments, the scratch array and how many counters. What depends on the call's
+# own arrays -- each one's dtype and contiguity (a copy where it is not the kernel's), the
+# new output -- is done at every call, as before, and so is the counters' look-up (cheap,
+# and never to be kept: graphs.py and the tests make a new array where none was made before
+# a capture).
+by_shape: dict[tuple, tuple] = {}
+
+
+def linear_fixed(R: int, C_in: int, N: int, eps, bias: bool, act, resid: bool) -> tuple:
+    # (kernel, grid, block, scalars before g / after it / after bias / after resid, split_sum,
+    # counters wanted) of a linear of these shapes and flags; eps None: no LayerNorm
+    columns, K = -(-N // LINEAR_COLS), linear_parts(C_in, N)
+    split_sum = scratch(K * R * N if K > 1 else 1, np.float64)  # [K, R, N]
+    # the kernel of the fewest rows that holds R: fewer registers, more blocks an SM at once
+    name = "fused_linear_1" if R == 1 else "fused_linear_8" if R <= 8 else "fused_linear"
+    return (
+        name, (columns, K), (LINEAR_COLS * LINEAR_SLICES,),
+        (i32(R), i32(C_in), i32(N)), (f32(eps or 0.0), i32(eps is not None)),
+        (i32(bias), i32(act == "gelu")), (i32(resid),), split_sum, columns,
+    )  # fmt: skip
+
+
 def linear_plan(x, w, bias=None, ln=None, act=None, resid=None, w_rows=None) -> Plan:
     x = contiguous(x, np.float32)
     # the kernel reads W row-major [C_in, N]: w_rows when given (the tied output layer's
@@ -202,22 +228,20 @@ def linear_plan(x, w, bias=None, ln=None, act=None, resid=None, w_rows=None) -> 
     w = contiguous(w if w_rows is None else w_rows, np.float32)
     R, C_in = x.shape
     N = w.shape[1]
+    eps = None if ln is None else float(ln[2])
+    key = ("linear", R, C_in, N, eps, bias is not None, act, resid is not None)
+    fixed = by_shape.get(key)
+    if fixed is None:
+        fixed = by_shape.setdefault(key, linear_fixed(R, C_in, N, *key[4:]))
+    name, grid, block, sizes, norm, flags, with_resid, split_sum, groups = fixed
     out = xp.empty((R, N), dtype=np.float32)
-    g, b, eps = ln if ln is not None else (x, x, 0.0)  # (unread without ln)
-    g, b = contiguous(g, np.float32), contiguous(b, np.float32)
+    g, b = (x, x) if ln is None else (contiguous(ln[0], np.float32), contiguous(ln[1], np.float32))
+    bias = x if bias is None else contiguous(bias, np.float32)  # (unread without it)
+    resid = x if resid is None else contiguous(resid, np.float32)
     args = (
-        x, i32(R), i32(C_in), i32(N),
-        g, b, f32(eps), i32(ln is not None),
-        w, x if bias is None else contiguous(bias, np.float32), i32(bias is not None),
-        i32(act == "gelu"), x if resid is None else contiguous(resid, np.float32),
-        i32(resid is not None), out,
+        x, *sizes, g, b, *norm, w, bias, flags[0], flags[1], resid, *with_resid, out, split_sum,
+        counters(groups),
     )  # fmt: skip
-    columns, K = -(-N // LINEAR_COLS), linear_parts(C_in, N)
-    split_sum = scratch(K * R * N if K > 1 else 1, np.float64)  # [K, R, N]
-    args += (split_sum, counters(columns))
-    grid, block = (columns, K), (LINEAR_COLS * LINEAR_SLICES,)
-    # the kernel of the fewest rows that holds R: fewer registers, more blocks an SM at once
-    name = "fused_linear_1" if R == 1 else "fused_linear_8" if R <= 8 else "fused_linear"
     return Plan(name, grid, block, args, out, rows=R)  # grid: columns x parts
 
 
@@ -266,6 +290,17 @@ def span_parts(span: int) -> int:
     return parts(span, ATTENTION_POSITIONS)
 
 
+def attention_fixed(
+    C: int, n_head: int, B: int, T: int, cached: bool, n_layer: int, capacity: int, span
+) -> tuple:
+    # (scalars, P, partials, counters wanted) of an attention of these shapes: what the call's
+    # arrays and positions do not change (span: the positions read, without a cache; else None)
+    P = span_parts(capacity if cached else span)
+    partial = scratch(B * T * n_head * P * (C // n_head + 2), np.float32)  # [g, P, 2 + hs]
+    scalars = (i32(T), i32(C), i32(n_head), i32(n_layer), i32(capacity), i32(cached))
+    return scalars, P, partial, B * T * n_head
+
+
 def attention_plan(model, qkv, layer: int, cache, at) -> Plan:
     qkv = contiguous(qkv, np.float32)
     C, n_head = qkv.shape[1] // 3, model.config.n_head
@@ -275,6 +310,13 @@ def attention_plan(model, qkv, layer: int, cache, at) -> Plan:
     k_cache, v_cache = (in_place(a, np.float32, a.shape) for a in (k_cache, v_cache))  # written
     n_layer = 1 if cache is None else cache.k.shape[-4]
     capacity = 1 if cache is None else cache.k.shape[-2]
+    span = at.stop if cache is None else None  # P follows the capacity, or the span without it
+    key = ("attention", C, n_head, B, T, cache is not None, n_layer, capacity, span)
+    key += (ATTENTION_POSITIONS,)  # (the tests change it between calls)
+    fixed = by_shape.get(key)
+    if fixed is None:
+        fixed = by_shape.setdefault(key, attention_fixed(*key[1:-1]))
+    (T_, C_, heads, layers, slots, cached), P, partial, groups = fixed
     batch = len(at.shape) == 2
     rows = cache.rows_on_device(at.start, at.n_new) if batch else scratch(1, np.int64)
     rows = contiguous(rows, np.int64)
@@ -285,13 +327,10 @@ def attention_plan(model, qkv, layer: int, cache, at) -> Plan:
     slot = None if batch or mask is not None else current_slot()
     start_at = rows if slot is None else contiguous(slot, np.int64)  # (unread when None)
     args = (
-        qkv, i32(T), i32(C), i32(n_head), i32(at.stop), k_cache, v_cache, i32(layer),
-        i32(n_layer), i32(capacity), i32(cache is not None), i32(0 if batch else int(at.start[0])),
-        start_at, i32(slot is not None), rows, i32(batch), bool_mask, i32(mask is not None), out,
+        qkv, T_, C_, heads, i32(at.stop), k_cache, v_cache, i32(layer), layers, slots, cached,
+        i32(0 if batch else int(at.start[0])), start_at, i32(slot is not None), rows, i32(batch),
+        bool_mask, i32(mask is not None), out, partial, counters(groups),
     )  # fmt: skip
-    P = span_parts(at.stop if cache is None else capacity)
-    partial = scratch(B * T * n_head * P * (C // n_head + 2), np.float32)  # [g, P, 2 + hs]
-    args += (partial, counters(B * T * n_head))
     return Plan("cached_attention", (n_head * P, T, B), (128,), args, out, span=at.stop)
 
 
@@ -323,6 +362,26 @@ def pick_fits(params) -> bool:
     return params.greedy or (params.top_k is None and params.top_p >= 1.0)
 
 
+def pick_fixed(R: int, V: int, temperature, u_kind: str, outputs: tuple, stride: int) -> tuple:
+    # (grid, block, scalars, the stages' (scan, draw) flags, partials, counters wanted) of a
+    # pick of these shapes: what the call's arrays do not change (temperature None: greedy; u_kind:
+    # "none" | "float" | "array"; outputs: whether probs, tokens, finite are given)
+    greedy = temperature is None
+    G = parts(V, PART_IDS)
+    with_probs, with_tokens, with_finite = outputs
+    scalars = (
+        i32(V), i32(greedy), f64(1.0 if greedy else 1.0 / temperature),
+        i32(u_kind == "array"), i32(with_probs), i32(with_tokens), i32(with_finite), i32(stride),
+    )  # fmt: skip
+    # the kernel's two stages (kernels.cu pick_rows): greedy, or a row of one block, in one
+    # launch; at a temperature over G > 1 blocks the scan, then the draw (when p or a token
+    # is wanted), each spread over the row's blocks
+    split, drawn = not greedy and G > 1, with_probs or with_tokens
+    stages = ((ONE, ZERO), (ZERO, ONE)) if split and drawn else ((ONE, ZERO),) if split else None
+    partial = scratch(R * G * 4 + R * 3, np.float64)  # [R, G, 4], then stats [R, 3]
+    return (G, R), (ROW_THREADS,), scalars, stages or ((ONE, ONE),), partial, R
+
+
 def pick_plan(logits, params, u=None, probs=None, tokens=None, finite=None) -> Plan:
     # the kernel of gpu.sampling.pick (the operation and its body are there)
     logits = contiguous(logits, np.float32)
@@ -338,30 +397,30 @@ def pick_plan(logits, params, u=None, probs=None, tokens=None, finite=None) -> P
     for a in (tokens, finite):
         if a is not None and (a.dtype != np.int64 or a.shape != (R,)):
             raise KernelCannot(f"an output of {a.dtype} {a.shape}, not int64 ({R},)")
+    u_kind = "none" if u is None else "float" if u_array is None else "array"
+    outputs = (probs is not None, tokens is not None, finite is not None)
+    temperature = None if params.greedy else float(params.temperature)
+    key = ("pick", R, V, temperature, u_kind, outputs, stride)
+    fixed = by_shape.get(key)
+    if fixed is None:
+        fixed = by_shape.setdefault(key, pick_fixed(*key[1:]))
+    grid, block, scalars, stages, partial, groups = fixed
+    tickets = counters(groups)
+    V_, greedy, inverse_t, has_u, has_probs, has_tokens, has_finite, row_stride = scalars
     some_int = tokens if tokens is not None else finite
     dummy_int = scratch(1, np.int64) if some_int is None else some_int
-    greedy = params.greedy
     args = (
-        logits, i32(V), i32(greedy), f64(1.0 if greedy else 1.0 / params.temperature),
-        scratch(1, np.float64) if u_array is None else u_array,
-        f64(u if isinstance(u, float) else 0.0), i32(u_array is not None),
-        logits if probs is None else probs, i32(probs is not None),
-        dummy_int if tokens is None else tokens, i32(tokens is not None),
-        dummy_int if finite is None else finite, i32(finite is not None), i32(stride),
+        logits, V_, greedy, inverse_t, scratch(1, np.float64) if u_array is None else u_array,
+        f64(u if u_kind == "float" else 0.0), has_u, logits if probs is None else probs,
+        has_probs, dummy_int if tokens is None else tokens, has_tokens,
+        dummy_int if finite is None else finite, has_finite, row_stride,
     )  # fmt: skip
-    G = parts(V, PART_IDS)
-    # the kernel's two stages (kernels.cu pick_rows): greedy, or a row of one block, in one
-    # launch; at a temperature over G > 1 blocks the scan, then the draw (when p or a token
-    # is wanted), each spread over the row's blocks
-    split = not greedy and G > 1
-    drawn = probs is not None or tokens is not None
-    partial = scratch(R * G * 4 + R * 3, np.float64)  # [R, G, 4], then stats [R, 3]
-    tail = (partial, counters(R))
-    grid, block = (G, R), (ROW_THREADS,)
-    if not split:
-        return Plan("pick_rows", grid, block, (*args, ONE, ONE, *tail), probs)
-    then = Plan("pick_rows", grid, block, (*args, ZERO, ONE, *tail), probs) if drawn else None
-    return Plan("pick_rows", grid, block, (*args, ONE, ZERO, *tail), probs, then=then)
+    then = None
+    for scan, draw in reversed(stages):  # the last stage first: each links the next
+        then = Plan(
+            "pick_rows", grid, block, (*args, scan, draw, partial, tickets), probs, then=then
+        )
+    return then
 
 
 # ---------------------------------------------------------------- decide_packed

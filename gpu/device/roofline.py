@@ -4,7 +4,9 @@
     .venv/bin/python -m gpu.device.roofline --write-docs   # ... into docs/gpu.md, in place
 
 No reference counterpart, and no GPU: every figure here is a prediction, written before any
-device run. The launches are built by the twin's own plan functions (gpu/device/fused.py:
+device run (but the host's Python per fused call, measured on the CI machine by
+gpu/device/host_cost.py, and used as the host's share of a launch). The launches are
+built by the twin's own plan functions (gpu/device/fused.py:
 `embed_plan`, `linear_plan`, `attention_plan`, `layer_norm_plan`, `pick_plan`, `decide_plan`)
 on empty arrays of the right shapes, in the order gpu/model.py, gpu/drafters.py and
 gpu/speculative.py call them, so grids, blocks and arguments are the code's, not copies.
@@ -24,11 +26,15 @@ and `bounds` turns it into five times on an H200, each a floor under its own ass
     compute    FLOPs / 67 TFLOP/s (FP32 on the CUDA cores)
     occupancy  max(memory, compute) x 132 / min(blocks, 132): a busy SM gets its share only
     serial     waves x (far x FAR_STEP_NS + near x NEAR_STEP_NS)
-    launch     LAUNCH_US: what queueing one kernel from Python costs (assumed)
+    launch     the host's time for the launch: the fused call's Python side, measured
+               (gpu/device/host_cost.py MEASURED_US: the call, its plan, the kernel fetched),
+               plus CuPy's own launch, CUPY_LAUNCH_US (assumed)
 
-A launch costs the largest of the five; a pass or a round costs the sum over its launches
-(the host queues the next kernel while the GPU runs this one, so each launch costs whichever
-of the two is longer). The constants below are stated as assumptions where they are.
+The GPU's time for a launch is the largest of the first four plus the device's own gap
+between launches (EAGER_GAP_US one by one, GRAPH_NODE_US as a node of a replayed graph, both
+assumed); the launch costs the larger of that and its host time (the host queues the next
+kernel while the GPU runs this one), a replayed node its GPU time alone. A pass or a round
+costs the sum over its launches. The constants below are stated as assumptions where they are.
 """
 
 from __future__ import annotations
@@ -54,6 +60,11 @@ from gpu.device.fused import (
     linear_plan,
     pick_plan,
 )
+from gpu.device.host_cost import (
+    CUPY_LAUNCH_US,
+    MEASURED_US,
+    OTHER_OPERATION_US,
+)
 from gpu.device.kernels import MAX_ROWS, SOURCE, Plan
 from gpu.kv_cache import KVCache
 from reference.model import causal_placement
@@ -75,9 +86,11 @@ SHARED_PER_SM, SHARED_RESERVED = 228 * 1024, 1024  # bytes; the runtime keeps 1 
 
 # ---------------------------------------------------------------- assumptions (no device measured)
 
-# queueing one RawModule kernel from Python: the low end of the 5-15 us the launches-only
-# model of docs/gpu.md assumed (a CUDA graph would cut it to the GPU's own ~1-2 us gap)
-LAUNCH_US = 5.0
+# The device's side: from one kernel's end to the next's start on a stream when the next is
+# queued already -- eager launches ~1 us, the nodes of a replayed graph about half (assumed,
+# the order of published CUDA-graph microbenchmarks; no device here has measured it)
+EAGER_GAP_US = 1.0
+GRAPH_NODE_US = 0.5
 # a dependent load served by L2 (~200 cycles) or HBM (~400-800 cycles, published Hopper
 # microbenchmarks): one figure between the two, since a weight streams from HBM while
 # activations and re-read rows come from L2. The serial bound scales with it linearly.
@@ -506,27 +519,50 @@ class Bounds:
     compute: float
     occupancy: float
     serial: float
-    launch: float
+    launch: float  # the host's time: the call's Python side and CuPy's launch
     waves: int
+    gap: float = EAGER_GAP_US  # the device's own time between launches (GRAPH_NODE_US replayed)
 
     NAMES = ("memory", "compute", "occupancy", "serial", "launch")
 
-    def time(self, with_launch: bool = True) -> float:  # the launch's predicted time
-        names = self.NAMES if with_launch else self.NAMES[:-1]
-        return max(getattr(self, name) for name in names)
+    def gpu_bound(self) -> str:  # which of the GPU's bounds is largest (the first of a tie)
+        return max(self.NAMES[:-1], key=lambda name: getattr(self, name))
 
-    def bound(self) -> str:  # which bound sets it (the first of a tie)
-        return max(self.NAMES, key=lambda name: getattr(self, name))
+    def time(self, with_launch: bool = True) -> float:
+        # the launch's predicted time: the GPU's (its largest bound and the gap), or the host's
+        # when longer; with_launch=False: the GPU's alone
+        gpu = getattr(self, self.gpu_bound()) + self.gap
+        return max(gpu, self.launch) if with_launch else gpu
+
+    def bound(self) -> str:  # which bound sets it: the host's launch, or the GPU's largest
+        return "launch" if self.launch > self.time(with_launch=False) else self.gpu_bound()
 
 
-def bounds(work: Work, far_ns: float = FAR_STEP_NS) -> Bounds:
-    # far_ns: the latency assumed for a far step (the sensitivity table varies it)
+def kernel_host_us(kernel: str, first: bool = True) -> float:
+    # the host's µs for one launch of `kernel`: its call's Python side (a linear's _1 and _8
+    # are fused_linear's calls) and CuPy's launch; a launch a call chains after its first
+    # (pick_rows' draw) is CuPy's launch alone
+    name = "fused_linear" if kernel.startswith("fused_linear") else kernel
+    return (MEASURED_US[name] if first else 0.0) + CUPY_LAUNCH_US
+
+
+def plan_host_us(plan: Plan, first: bool = True) -> float:
+    # the host's µs for this launch of a call (first: the call's first launch)
+    return kernel_host_us(plan.name, first)
+
+
+def bounds(
+    work: Work, far_ns: float = FAR_STEP_NS, host: float | None = None, gap: float = EAGER_GAP_US
+) -> Bounds:
+    # far_ns: the latency assumed for a far step (the sensitivity table varies it); host: the
+    # launch's host µs (None: its kernel's first launch of a call); gap: the device's own
     memory = (work.read + work.written) / HBM_BYTES_PER_S * 1e6
     compute = work.flops / FP32_FLOPS * 1e6
     occupancy = max(memory, compute) * SMS / min(work.blocks, SMS)
     waves = cdiv(work.blocks, SMS * resident_per_sm(work.kernel, work.threads))
     serial = waves * (work.far * far_ns + work.near * NEAR_STEP_NS) / 1e3
-    return Bounds(memory, compute, occupancy, serial, LAUNCH_US, waves)
+    host = kernel_host_us(work.kernel) if host is None else host
+    return Bounds(memory, compute, occupancy, serial, host, waves, gap)
 
 
 # ---------------------------------------------------------------- the launches of a pass
@@ -640,34 +676,43 @@ def table_pass(size: Size, R: int) -> list[Launch]:
 class Total:
     """A pass's or a round's predicted time, in microseconds, and what sets it."""
 
-    launches: int
-    time: float  # sum over launches of the largest bound
-    gpu: float  # the same without the launch bound: the GPU's own time
+    launches: int  # device operations the host makes (a graph's replay one)
+    time: float  # sum over launches of the largest of the GPU's time and the host's
+    gpu: float  # the GPU's time alone: each launch's largest GPU bound and its gap
+    host: float  # the host's time alone: each eager launch's, each other operation's
     by_bound: dict  # bound name -> the time of the launches it sets
-
-    @property
-    def launches_only(self) -> float:  # the launches-only model: each launch LAUNCH_US
-        return self.launches * LAUNCH_US
 
     def main_bound(self) -> str:
         name = max(self.by_bound, key=self.by_bound.get)
         return f"{name} {100 * self.by_bound[name] / self.time:.0f} %"
 
 
-def total(launches: list[Launch], other_operations: int = 0, far_ns: float = FAR_STEP_NS) -> Total:
-    # other_operations: copies and transfers, each priced as a launch
+def total(
+    launches: list[Launch],
+    other_operations: int = 0,
+    far_ns: float = FAR_STEP_NS,
+    replayed: list[Launch] = (),
+) -> Total:
+    # launches made one by one (each its host's time and the GPU's, the larger), and
+    # other_operations (copies, transfers, a graph's launch: OTHER_OPERATION_US of host time
+    # each); replayed: the nodes of a graph (the GPU's time alone, a node's gap)
+    host = other_operations * OTHER_OPERATION_US
     by_bound = dict.fromkeys(Bounds.NAMES, 0.0)
-    by_bound["launch"] = other_operations * LAUNCH_US
-    time, gpu = by_bound["launch"], 0.0
-    count = other_operations
-    for launch in launches:
-        for plan in launch.plan.chain():  # a second stage is a launch of its own
-            b = bounds(launch_work(plan), far_ns)
-            time += launch.count * b.time()
-            gpu += launch.count * b.time(with_launch=False)
-            by_bound[b.bound()] += launch.count * b.time()
-            count += launch.count
-    return Total(count, time, gpu, by_bound)
+    by_bound["launch"] = host
+    time, gpu, count = host, 0.0, other_operations
+    for group, graphed in ((launches, False), (replayed, True)):
+        for launch in group:
+            for i, plan in enumerate(launch.plan.chain()):  # a second stage: a launch too
+                if graphed:
+                    b = bounds(launch_work(plan), far_ns, host=0.0, gap=GRAPH_NODE_US)
+                else:
+                    b = bounds(launch_work(plan), far_ns, host=plan_host_us(plan, i == 0))
+                    count += launch.count
+                    host += launch.count * b.launch
+                time += launch.count * b.time()
+                gpu += launch.count * b.time(with_launch=False)
+                by_bound[b.bound()] += launch.count * b.time()
+    return Total(count, time, gpu, host, by_bound)
 
 
 def round_total(
@@ -680,10 +725,9 @@ def round_total(
 ) -> Total:
     # one speculative round: k one-token draft steps, the target's pass over k + 1 rows.
     # graphed: as the twin runs it with graphs on (gpu/device/graphs.py) -- the draft's steps
-    # 2..k and the target's pass up to p are replays, their launches costing no host time
-    # (each its GPU time alone), plus GRAPH_LAUNCHES launches of the graphs themselves; the
-    # first draft step and decide_packed are launched as ever. A graph node's own device-side
-    # cost is not modelled (no device has measured it): graphed rounds are a floor
+    # 2..k and the target's pass up to p are replays, their kernels nodes of a graph (no host
+    # time, GRAPH_NODE_US of device gap each), plus GRAPH_LAUNCHES launches of the graphs
+    # themselves (other operations); the first draft step and decide_packed are launched as ever
     step = one_token_step(draft, draft=True, sampling=sampling)
     verify = verification_pass(target, k, sampling)
     if not graphed:
@@ -691,16 +735,7 @@ def round_total(
         return total(drafting + verify, ROUND_OTHER_OPERATIONS, far_ns)
     eager = step + verify[-1:]  # the first draft step, the decision
     replayed = [Launch(a.label, a.plan, a.count * (k - 1)) for a in step] + verify[:-1]
-    t = total(eager, ROUND_OTHER_OPERATIONS + GRAPH_LAUNCHES, far_ns)
-    by_bound = dict(t.by_bound)
-    gpu_time = 0.0
-    for launch in replayed:
-        for plan in launch.plan.chain():
-            b = bounds(launch_work(plan), far_ns)
-            gpu_time += launch.count * b.time(with_launch=False)
-            gpu_bound = max(Bounds.NAMES[:-1], key=lambda name, b=b: getattr(b, name))
-            by_bound[gpu_bound] += launch.count * b.time(with_launch=False)
-    return Total(t.launches, t.time + gpu_time, t.gpu + gpu_time, by_bound)
+    return total(eager, ROUND_OTHER_OPERATIONS + GRAPH_LAUNCHES, far_ns, replayed)
 
 
 def step_total(
@@ -760,7 +795,7 @@ def pass_table(size: Size, R: int) -> str:
 
 def round_table() -> str:
     head = (
-        "| target / draft | loop | launches | launches only | GPU alone | roofline "
+        "| target / draft | loop | launches | host | GPU alone | roofline "
         "| most time in | break-even tokens / round |\n"
         "|---|---|---|---|---|---|---|---|\n"
     )
@@ -769,13 +804,13 @@ def round_table() -> str:
         step = step_total(target)
         rows.append(
             f"| {target.name} / {draft.name} | autoregressive step | {step.launches} "
-            f"| {us(step.launches_only)} | {us(step.gpu)} | **{us(step.time)}** "
+            f"| {us(step.host)} | {us(step.gpu)} | **{us(step.time)}** "
             f"| {step.main_bound()} | 1 |"
         )
         for k in ROUND_KS:
             r = round_total(target, draft, k)
             rows.append(
-                f"| | speculative round, k = {k} | {r.launches} | {us(r.launches_only)} "
+                f"| | speculative round, k = {k} | {r.launches} | {us(r.host)} "
                 f"| {us(r.gpu)} | **{us(r.time)}** | {r.main_bound()} | {r.time / step.time:.2f} |"
             )
     return head + "\n".join(rows) + "\n"
@@ -795,14 +830,14 @@ def prediction_table() -> str:
             step = step_total(target, sampling=sampling)
             rows.append(
                 f"| {target.name} / {draft.name} | autoregressive step | {label} "
-                f"| {step.launches} | {us(step.launches_only)} | {us(step.gpu)} "
+                f"| {step.launches} | {us(step.host)} | {us(step.gpu)} "
                 f"| **{us(step.time)}** | {us(step.time)} (not graphed) | 1 |"
             )
             eager = round_total(target, draft, k, sampling=sampling)
             graphed = round_total(target, draft, k, sampling=sampling, graphed=True)
             rows.append(
                 f"| | round, k = {k} | {label} | {eager.launches} / {graphed.launches} "
-                f"| {us(eager.launches_only)} / {us(graphed.launches_only)} | {us(eager.gpu)} "
+                f"| {us(eager.host)} / {us(graphed.host)} | {us(eager.gpu)} / {us(graphed.gpu)} "
                 f"| **{us(eager.time)}** | **{us(graphed.time)}** "
                 f"| {eager.time / step.time:.2f} / {graphed.time / step.time:.2f} |"
             )
@@ -832,8 +867,14 @@ def sensitivity_table() -> str:
 
 
 def assumptions() -> str:
+    measured = ", ".join(f"{name} {t:g}" for name, t in MEASURED_US.items())
     return (
-        f"Assumed, not measured: a launch costs {LAUNCH_US:g} µs of host time; a far step "
+        "Measured on the CI machine, not a device (gpu/device/host_cost.py): the Python side of "
+        f"an eager fused call, µs: {measured}. Assumed, not measured: CuPy's launch after it "
+        f"{CUPY_LAUNCH_US:g} µs of host time, any other operation (a copy, a join, the transfer, "
+        f"a graph's launch) {OTHER_OPERATION_US:g} µs; the device's own gap between two "
+        f"kernels {EAGER_GAP_US:g} µs launched one by one, {GRAPH_NODE_US:g} µs as nodes of a "
+        "graph; a far step "
         f"(a dependent load from L2 or HBM) {FAR_STEP_NS:.0f} ns, a near step (shared memory "
         f"or an L1 hit) {NEAR_STEP_NS:.1f} ns. From NVIDIA's H200 SXM datasheet: "
         f"{HBM_BYTES_PER_S / 1e12:g} TB/s, {FP32_FLOPS / 1e12:g} TFLOP/s FP32, {SMS} SMs at "
@@ -857,20 +898,20 @@ def markdown() -> str:
     for size in (bundled("target"), GPT2_SMALL):
         parts += [pass_table(size, R) for R in TABLE_ROWS]
     parts.append(
-        "**One round, predicted** (µs; *launches only*: the old model, launches x "
-        f"{LAUNCH_US:g} µs; *GPU alone*: the sum of each launch's largest GPU bound; "
-        "*roofline*: the sum of each launch's largest bound, launch included; *break-even*: "
+        "**One round, predicted** (µs; *host*: the host's time for the launches and the "
+        "other operations; *GPU alone*: the sum of each launch's largest GPU bound and gap; "
+        "*roofline*: the sum of each launch's larger of the two; *break-even*: "
         "the tokens a round must yield to beat the autoregressive loop, round / step)\n\n"
         + round_table()
     )
     parts.append(
         "**Greedy and T = 0.8, eager and graphed** (µs; *launches*: the device operations the "
-        f"host makes, eager / graphed; *host*: launches x {LAUNCH_US:g} µs; *GPU alone*: the "
-        "sum of each launch's largest GPU bound; *eager*: each launch its largest bound, launch "
-        f"included; *graphed*: the draft's steps 2..k and the target's pass replayed from "
-        f"{GRAPH_LAUNCHES} graphs, their launches at their GPU time alone, a graph node's own "
-        "device-side cost not modelled: a floor. The autoregressive loop is not graphed)\n\n"
-        + prediction_table()
+        "host makes, eager / graphed; *host*: their host time, eager / graphed; *GPU alone*: "
+        "each launch's largest GPU bound and its gap, eager / graphed; *eager*: each launch "
+        "the larger of its GPU and host times; *graphed*: the draft's steps 2..k and the "
+        f"target's pass replayed from {GRAPH_LAUNCHES} graphs, their kernels at their GPU time "
+        f"and a node's gap ({GRAPH_NODE_US:g} µs) alone. The autoregressive loop is not "
+        "graphed)\n\n" + prediction_table()
     )
     parts.append(
         "**How far the round moves with the far step's latency** (µs; the assumption is "

@@ -17,6 +17,7 @@ their arguments' copies.
 
 from __future__ import annotations
 
+from collections import Counter
 from contextlib import nullcontext
 
 import numpy as np
@@ -24,6 +25,7 @@ import pytest
 
 import gpu
 import gpu.speculative
+from gpu.device import host_cost, roofline
 from gpu.device.backend import counting_launches, counting_transfers, to_device, to_host, xp
 from gpu.device.graphs import graphs_off
 from reference.model import gelu as reference_gelu
@@ -80,6 +82,9 @@ def check_budget(name: str, count: float, margin: float = RATCHET) -> None:
     )
 
 
+ROUND_OPERATIONS: list = []  # (drafted, by_name) of each round launched one by one
+
+
 def speculative_counted(target, draft, graphs: bool):
     # -> (the run, its log, [(launches, drafted, fused linears, graph launches)] per round),
     # the draft's steps 2..k one captured graph (gpu/device/graphs.py) or launched one by one
@@ -91,6 +96,8 @@ def speculative_counted(target, draft, graphs: bool):
         by_name = log.by_name
         drafted = int(rnd.draft.tokens.shape[0])
         rounds.append((log.count, drafted, by_name["fused fused_linear"], by_name["graph launch"]))
+        if not graphs:
+            ROUND_OPERATIONS.append((drafted, Counter(by_name)))
         return rnd
 
     kw = dict(rng=np.random.default_rng(0), sampling=GREEDY)
@@ -197,3 +204,16 @@ def test_the_stand_in_counts_launches_as_a_device_would_run_them():
     assert log.by_name["fused gelu_plain"] == 1 and transfers.count == 1
     plain = (np.arange(12.0).reshape(3, 4)[:, 1:].T * 2.0 + 1.0).sum(axis=0)[[0, 2]]
     np.testing.assert_allclose(host, reference_gelu(np.r_[plain, 0.0, 0.0]), rtol=1e-6)
+
+
+def test_a_rounds_host_time_priced_from_the_stand_ins_count_is_the_roofline_s(runs):
+    """The host-cost model of docs/gpu.md: each device operation the stand-in counts in a full
+    round, priced by gpu/device/host_cost.py (a fused call its measured Python side and CuPy's
+    launch, anything else an other operation), is the roofline's eager round's host time."""
+    assert runs and ROUND_OPERATIONS
+    target, draft = roofline.pairs()[0]
+    predicted = roofline.round_total(target, draft, K).host
+    full = [by_name for drafted, by_name in ROUND_OPERATIONS if drafted == K]
+    assert full
+    for by_name in full:
+        assert host_cost.counted_host_us(by_name) == pytest.approx(predicted), by_name
