@@ -44,7 +44,7 @@ from specdec.measure.bench import (
     run_transformers_rows,
 )
 from specdec.measure.methods import parse_drafters
-from specdec.measure.roofline import floor_seconds, machine_rates, rates_words
+from specdec.measure.roofline import floor_seconds, machine_rates, pass_bytes_table, rates_words
 
 
 def add_parser(sub) -> None:
@@ -118,6 +118,9 @@ def cmd_bench(args) -> int:
     report.floors = {
         T: floor_seconds(target, T, len(context) + T, rates) for T in costs.target_append
     }
+    # what each timed target pass reads (16-bit weights count 2 bytes) against the bandwidth
+    read = pass_bytes_table(target, costs.target_append, len(context), rates)
+    print(f"target passes, bytes read:\n{read}")
     n_cells = len(temperatures) * len(ks)
 
     def cell_done(point) -> None:  # rewrite the report after every finished (T, k) cell

@@ -7,6 +7,7 @@
     llama_step.py  the same for the Llama block
     compiled.py  the few-row product and LayerNorm as compiled loops (numba, optional)
     draw.py      the draft's sampled draw as one compiled call (`FastModelDrafter`)
+    sixteen.py   the weights in the 16 bits they were stored in, for the compiled passes
 
 docs/fast-path.md says why each trick exists and what it measured; the measurement of what
 each buys is specdec/measure/fast_path_report.py. Importing this package imports numba where

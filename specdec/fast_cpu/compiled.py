@@ -15,6 +15,11 @@ in vector registers along C_in. While a pair computes it asks the CPU to start l
 pair `AHEAD` pairs further on (`prefetch`), in pieces spread over the pair's arithmetic, so
 that memory works while the arithmetic runs.
 
+The weights may also come in 16 bits (float16's bits as int16, bfloat16's as uint16;
+specdec/fast_cpu/sixteen.py): every weight the kernels read goes through `widen`, which
+leaves a float32 as it is and turns a 16-bit one into the float32 it stands for, so the
+arithmetic and the order of the sums are the same and only the bytes streamed halve.
+
 `layer_norm_rows` is the plain LayerNorm's written-out sums in one compiled call instead of
 eight NumPy calls: most of a tiny model's one-row step is such calls.
 
@@ -94,6 +99,31 @@ if AVAILABLE:
 
         return types.void(matrix, row, column), codegen
 
+    @intrinsic
+    def widen(typingctx, value):
+        """A weight as the float32 it stands for: a float32 as it is; int16, the bits of a
+        float16 (numba has no float16 on the CPU), converted exactly (vcvtph2ps, 8 values an
+        instruction under AVX2, where the CPU has F16C); uint16, the top half of a float32
+        (bfloat16), shifted into place. Each weight read of the kernels goes through it, so
+        one source serves the 32-bit weights and the 16-bit ones (specialised per dtype;
+        float32's adds nothing)."""
+        f32 = ir.FloatType()
+
+        def as_is(context, builder, signature, args):
+            return args[0]
+
+        def from_half(context, builder, signature, args):
+            return builder.fpext(builder.bitcast(args[0], ir.HalfType()), f32)
+
+        def from_bfloat(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            return builder.bitcast(builder.shl(builder.zext(args[0], i32), i32(16)), f32)
+
+        codegens = {types.float32: as_is, types.int16: from_half, types.uint16: from_bfloat}
+        if value not in codegens:
+            return None  # numba reports the type it cannot widen
+        return types.float32(value), codegens[value]
+
     # (the three blocks below are inlined into few_rows_kernel: one compiled loop, no calls)
     @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", inline="always")
     def keep(out, t, j, s0, s1, first):  # out[t, j:j+2] = (s0, s1), or += after the first chunk
@@ -108,7 +138,7 @@ if AVAILABLE:
         # rows t..t+3 x weight rows j, j+1 over inputs start..stop: eight running sums
         s00 = s01 = s10 = s11 = s20 = s21 = s30 = s31 = np.float32(0.0)
         for i in range(start, stop):
-            w0, w1 = w_t[j, i], w_t[j + 1, i]
+            w0, w1 = widen(w_t[j, i]), widen(w_t[j + 1, i])
             x0, x1, x2, x3 = x[t, i], x[t + 1, i], x[t + 2, i], x[t + 3, i]
             s00 += x0 * w0
             s01 += x0 * w1
@@ -127,7 +157,7 @@ if AVAILABLE:
     def three_rows(x, w_t, out, t, j, start, stop, first):  # rows t..t+2: six sums
         s00 = s01 = s10 = s11 = s20 = s21 = np.float32(0.0)
         for i in range(start, stop):
-            w0, w1 = w_t[j, i], w_t[j + 1, i]
+            w0, w1 = widen(w_t[j, i]), widen(w_t[j + 1, i])
             x0, x1, x2 = x[t, i], x[t + 1, i], x[t + 2, i]
             s00 += x0 * w0
             s01 += x0 * w1
@@ -143,7 +173,7 @@ if AVAILABLE:
     def two_rows(x, w_t, out, t, j, start, stop, first):  # rows t, t+1: four sums
         s00 = s01 = s10 = s11 = np.float32(0.0)
         for i in range(start, stop):
-            w0, w1 = w_t[j, i], w_t[j + 1, i]
+            w0, w1 = widen(w_t[j, i]), widen(w_t[j + 1, i])
             x0, x1 = x[t, i], x[t + 1, i]
             s00 += x0 * w0
             s01 += x0 * w1
@@ -156,8 +186,8 @@ if AVAILABLE:
     def one_row(x, w_t, out, t, j, start, stop, first):  # row t: two sums
         s0 = s1 = np.float32(0.0)
         for i in range(start, stop):
-            s0 += x[t, i] * w_t[j, i]
-            s1 += x[t, i] * w_t[j + 1, i]
+            s0 += x[t, i] * widen(w_t[j, i])
+            s1 += x[t, i] * widen(w_t[j + 1, i])
         keep(out, t, j, s0, s1, first)
 
     @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", inline="always")
@@ -174,7 +204,7 @@ if AVAILABLE:
     @numba.njit(fastmath=True, boundscheck=False, error_model="numpy", inline="always")
     def prefetch_pair(w_t, j, start, stop):  # weight rows j, j+1 over inputs start..stop
         if j < w_t.shape[0]:
-            for e in range(start, stop, LINE):
+            for e in range(start, stop, LINE * 4 // w_t.itemsize):  # one call per cache line
                 prefetch(w_t, j, e)
                 prefetch(w_t, j + 1, e)
 
@@ -276,8 +306,9 @@ def fits(C_out: int) -> bool:
 
 
 def few_rows_product(x: np.ndarray, w_t: np.ndarray, b: np.ndarray) -> np.ndarray:
-    # [T, C_in], w_t = w.T [C_out, C_in] (C-contiguous float32), b [C_out] -> [T, C_out]:
-    # x @ w + b to float32 rounding (the sums run in another order than BLAS's)
+    # [T, C_in], w_t = w.T [C_out, C_in] (C-contiguous float32, or 16-bit: `widen`),
+    # b [C_out] -> [T, C_out]: x @ w + b to float32 rounding (the sums run in another order
+    # than BLAS's)
     x = np.ascontiguousarray(x, dtype=np.float32)
     out = interruptible(
         few_rows_kernel,

@@ -16,7 +16,9 @@ kernel for more) and the vectorised exp.
 
 The linear weights reach the loops in both layouts the fast model keeps: the checkpoint's
 W [C_out, C_in] (what the few-row kernel reads) and its transposed copy [C_in, C_out] (what
-one row's product reads). A linear without a bias gets a zero vector, made once.
+one row's product reads). A linear without a bias gets a zero vector, made once. The
+16-bit configurations hand the loops the 16-bit copies of both layouts and of the output
+layer instead (specdec/fast_cpu/sixteen.py), widened as they are read.
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ if numba is not None:
                 for t in range(out_weight.shape[0]):  # logits = norm(x) @ W^T, W [V, C]
                     dot = np.float32(0.0)
                     for c in range(C):
-                        dot += h[r, c] * out_weight[t, c]
+                        dot += h[r, c] * compiled.widen(out_weight[t, c])
                     logits[first + r, t] = dot
         return residual
 
@@ -157,10 +159,12 @@ def weight_names(n_layer: int) -> tuple[list[str], list[str]]:
 
 class CompiledWeights:
     """A Llama's weights as the compiled forward reads them (step.CompiledWeights' rules: the
-    arrays are shared, and the lists are built again when one under a name was replaced)."""
+    arrays are shared, and the lists are built again when one under a name was replaced;
+    `sixteen`: the linears and the output layer as the model's 16-bit copies)."""
 
-    def __init__(self, n_layer: int) -> None:
+    def __init__(self, n_layer: int, sixteen: bool = False) -> None:
         self.linear_names, self.gain_names = weight_names(n_layer)
+        self.sixteen = sixteen
         self.arrays: tuple = ()
         self.lists = None  # (matrices, transposes, chunks, biases, gains), or None: unreadable
 
@@ -175,6 +179,13 @@ class CompiledWeights:
             # the few-row kernel pairs output features: an odd C_out keeps the NumPy pass
             if all(map(step.is_float32_c, present)) and all(w.shape[0] % 2 == 0 for w in matrices):
                 transposed = [model.transposed_weight(n + ".weight") for n in self.linear_names]
+                if self.sixteen:  # the same weights in 16 bits: both layouts, or nothing
+                    names = [n + ".weight" for n in self.linear_names]
+                    matrices = [model.sixteen_bit(n) for n in names]
+                    transposed = [model.sixteen_bit(n, True) for n in names]
+                    if any(w is None for w in matrices + transposed):
+                        self.arrays = arrays
+                        return None
                 added = [  # a zero bias where the linear has none: one type for the list
                     np.zeros(w.shape[0], np.float32) if b is None else b
                     for w, b in zip(matrices, biases, strict=True)
@@ -197,11 +208,16 @@ def compiled_forward(model, weights: CompiledWeights, tokens, cache, group: int,
     lists = weights.current(model)
     tied = model.config.tie_word_embeddings
     embed = model.params["model.embed_tokens.weight"]
-    out_weight = embed if tied else model.params["lm_head.weight"]
+    out_name = "model.embed_tokens.weight" if tied else "lm_head.weight"
+    out_weight = model.params[out_name]
     tables = (model.rope_cos, model.rope_sin)
     arrays = (embed, out_weight, *tables, cache.k, cache.v)
     if lists is None or not all(map(step.is_float32_c, arrays)):
         return None
+    if weights.sixteen:  # the output layer's 16-bit copy, as the matrices
+        out_weight = model.sixteen_bit(out_name)
+        if out_weight is None:
+            return None
     tokens = np.ascontiguousarray(tokens, dtype=np.int64)
     residual = np.empty((len(tokens), embed.shape[1]), np.float32)
     scores = np.empty((len(tokens) if logits else 0, out_weight.shape[0]), np.float32)

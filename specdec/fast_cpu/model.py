@@ -19,14 +19,17 @@ of the model, for every pass size it serves, under each configuration of tricks,
 included, with the weights as cold as the loop leaves them; each pass size keeps its fastest
 (`TrickPlan`, specdec/fast_cpu/plan.py, cached for the process per shape, kernel and thread
 count). `fast(model, tricks="all")` forces every trick (the parity tests), `tricks="none"`
-none; `describe_plan` prints what was chosen and why.
+none; `describe_plan` prints what was chosen and why. Where the weights are 16-bit numbers
+(the bundled pair's float16, a bf16 checkpoint's), the compiled passes may read 16-bit copies
+of them instead ("stepwise16", "fused16": specdec/fast_cpu/sixteen.py), measured like the rest.
 
 It can never go stale. Each linear weight is kept in two layouts: `params[name]`, the
 checkpoint's [C_in, C_out] (what a one-row step and BLAS's own products read fastest), and its
 transpose [C_out, C_in] (what the sliced product reads), and both are read-only, so editing a
 weight in place (`params[name] *= 0.5`) is refused by NumPy ("assignment destination is
 read-only") instead of leaving the other layout behind. Replacing one (`params[name] = w`) is
-seen by the next call: the transposed layout is made again from the new array.
+seen by the next call: the transposed layout is made again from the new array. The same
+holds for the 16-bit copies; where the model keeps them, the output layer is read-only too.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ import numpy as np
 from reference.config import GPTConfig, LlamaConfig
 from reference.llama import Llama, grouped_attention, rope_tables, silu
 from reference.model import GPT, attention, causal_mask, gelu, merge_heads, split_heads
-from specdec.fast_cpu import compiled, llama_step, step
+from specdec.fast_cpu import compiled, llama_step, sixteen, step
 from specdec.fast_cpu.llama import (
     rms_norm_rows,
     rotate_by_products,
@@ -52,6 +55,7 @@ from specdec.fast_cpu.plan import (
     CONFIGS,
     FEW_ROWS,
     MANY_ROWS,
+    SIXTEEN_BIT,
     TrickPlan,
     measure_plan,
 )
@@ -167,6 +171,15 @@ class FastGPT(GPT):
                 self.params[name] = read_only(np.array(w, dtype=np.float32, order="C"))
                 self.transposed_weight(name)
         self.compiled_weights = self.forward_module.CompiledWeights(config.n_layer)
+        # the 16-bit copies the compiled passes may read instead (specdec/fast_cpu/sixteen.py):
+        # only where the loops exist and every linear and output weight is a 16-bit number
+        stored = [w for n, w in self.params.items() if is_linear_weight(n, w)]
+        stored.append(self.params[self.output_name()])
+        fmt = sixteen.format_of(stored) if compiled.AVAILABLE else None
+        self.sixteen_copies = sixteen.SixteenBitCopies(fmt)
+        if fmt is not None:  # the output layer gets a copy too: read-only, as the linears
+            self.params[self.output_name()] = read_only(self.params[self.output_name()])
+        self.compiled_weights16 = self.forward_module.CompiledWeights(config.n_layer, True)
         self.plan = measure_passes(self) if plan is None else plan
 
     def forward_unchecked(self, tokens: np.ndarray, cache=None) -> np.ndarray:
@@ -187,10 +200,19 @@ class FastGPT(GPT):
         whole = self.plan.whole_forward(len(tokens)) if cache is not None else None
         if whole is None or not compiled.AVAILABLE:
             return None
-        group = 1 if whole == "stepwise" else len(tokens)
+        group = 1 if SIXTEEN_BIT.get(whole, whole) == "stepwise" else len(tokens)
+        weights = self.compiled_weights16 if whole in SIXTEEN_BIT else self.compiled_weights
         return self.forward_module.compiled_forward(
-            self, self.compiled_weights, tokens, cache, group, logits
-        )  # None: an array the compiled loops cannot read
+            self, weights, tokens, cache, group, logits
+        )  # None: an array the compiled loops cannot read (or no 16-bit copy of one)
+
+    def output_name(self) -> str:  # the output layer's weight [V, C] (GPT-2 ties it to wte)
+        return "wte.weight"
+
+    def sixteen_bit(self, name: str, transposed: bool = False) -> np.ndarray | None:
+        # params[name] in the 16 bits it was stored in ([C_out, C_in] of a GPT-2 linear where
+        # transposed, the layout transposed_weight has), None where it is not a 16-bit number
+        return self.sixteen_copies.get(self.params[name], name, transposed)
 
     def transposed_weight(self, name: str) -> np.ndarray:
         # params[name] [C_in, C_out] -> its read-only [C_out, C_in] copy, made again when the
@@ -265,6 +287,10 @@ class FastLlama(FastGPT, Llama):
         cos, sin = rope_tables(config)
         self.rope_cos2, self.rope_sin2 = whole_width(cos, sin)  # [n_ctx, hs] each
         super().__init__(config, params, plan)
+
+    def output_name(self) -> str:
+        tied = self.config.tie_word_embeddings
+        return "model.embed_tokens.weight" if tied else "lm_head.weight"
 
     def linear(self, x: np.ndarray, name: str) -> np.ndarray:  # [T, C_in] -> [T, C_out]
         w = self.params[name + ".weight"]  # [C_out, C_in]: the few-row products' w_t
@@ -363,9 +389,10 @@ def measure_passes(model: FastGPT, repeats: int = 7) -> TrickPlan:
 
     def touch() -> float:  # reads every byte of every weight (and layout) of the model
         arrays = [*model.params.values(), *(t for _, t in model.transposed.values())]
+        arrays += model.sixteen_copies.arrays()
         return sum(float(np.add.reduce(a, axis=None)) for a in arrays)
 
-    configs = tuple(c for c in CONFIGS if c not in COMPILED_CONFIGS or compiled.AVAILABLE)
+    configs = offered_configs(model)
     note = f"compiled loop for {compiled.compiled_for()}"
     key = (type(model).__name__, repr(cfg))
     try:
@@ -374,6 +401,19 @@ def measure_passes(model: FastGPT, repeats: int = 7) -> TrickPlan:
     finally:
         if measured is not None:
             model.plan = measured
+
+
+def offered_configs(model: FastGPT) -> tuple[str, ...]:
+    """The configurations the plan may time for this model: the compiled ones only where
+    numba is installed, the 16-bit ones only where the model has 16-bit weights, and of those
+    what SPECDEC_FAST_16BIT allows ("off": none; "on": instead of their float32 twins)."""
+    configs = [c for c in CONFIGS if c not in COMPILED_CONFIGS or compiled.AVAILABLE]
+    setting = sixteen.choice()
+    if model.sixteen_copies.fmt is None or setting == "off":
+        return tuple(c for c in configs if c not in SIXTEEN_BIT)
+    if setting == "on":
+        return tuple(c for c in configs if c not in SIXTEEN_BIT.values())
+    return tuple(configs)
 
 
 TRICK_CHOICES = ("measure", "all", "none")

@@ -33,7 +33,10 @@ specdec/fast_cpu/llama.py.
 There are also two configurations that replace a whole forward with a cache by one compiled
 call (`WHOLE_FORWARD`, specdec/fast_cpu/step.py; llama_step.py for a Llama), timed for passes
 of up to FEW_ROWS rows only (`MOST_ROWS`): "stepwise" runs the rows one after the other (a
-small model's step), "fused" all at once (a verification pass).
+small model's step), "fused" all at once (a verification pass). "stepwise16" and "fused16"
+are the same calls reading 16-bit copies of the weights (`SIXTEEN_BIT`,
+specdec/fast_cpu/sixteen.py): half the bytes, which pays where a pass streams its weights
+from memory; they are offered only for a model whose weights were 16-bit numbers.
 
 Each figure is the fastest of `repeats` passes, the configurations and row counts taking
 turns: other work on the machine can only add time, and the cold weights are the same at
@@ -74,13 +77,21 @@ CONFIGS = {
     # passes (a tree's, a batch's, features for extra heads) take the compiled tricks
     "stepwise": frozenset({"compiled", "compiled_norm", "attention", "gelu", "logits"}),
     "fused": frozenset({"compiled", "compiled_norm", "attention", "gelu", "logits"}),
+    # the same two calls reading the weights in the 16 bits they were stored in
+    # (specdec/fast_cpu/sixteen.py): offered only for a model whose weights are 16-bit numbers
+    "stepwise16": frozenset({"compiled", "compiled_norm", "attention", "gelu", "logits"}),
+    "fused16": frozenset({"compiled", "compiled_norm", "attention", "gelu", "logits"}),
 }
-COMPILED_CONFIGS = ("compiled", "stepwise", "fused")  # offered only where numba is installed
-MOST_ROWS = {"stepwise": FEW_ROWS, "fused": FEW_ROWS}  # timed (and chosen) only up to this T
+# offered only where numba is installed
+COMPILED_CONFIGS = ("compiled", "stepwise", "fused", "stepwise16", "fused16")
+SIXTEEN_BIT = {"stepwise16": "stepwise", "fused16": "fused"}  # -> its float32 twin
+MOST_ROWS = {c: FEW_ROWS for c in ("stepwise", "fused", *SIXTEEN_BIT)}  # timed only up to this T
 # configurations that replace a whole forward with a cache, not single calls in it
 WHOLE_FORWARD = {
     "stepwise": "rows one by one in one compiled call",
     "fused": "the whole pass in one compiled call",
+    "stepwise16": "rows one by one in one compiled call, 16-bit weights",
+    "fused16": "the whole pass in one compiled call, 16-bit weights",
 }
 
 

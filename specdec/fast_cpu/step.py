@@ -28,6 +28,9 @@ The weights reach the compiled code as numba typed lists that refer to the model
 (and the fast model's transposed copies): nothing is copied, an in-place edit shows at the
 next call, a replaced array is noticed (an identity test per call) and the lists are built
 again, and an array that is not float32 in C order leaves the call to the NumPy forward.
+The plan's "stepwise16" and "fused16" run the same loops on the 16-bit copies of the matrices
+and of the output layer (specdec/fast_cpu/sixteen.py), widened as they are read: half the
+bytes a pass streams, the same float32 arithmetic.
 """
 
 from __future__ import annotations
@@ -94,7 +97,8 @@ if numba is not None:  # (the fast path asks compiled.AVAILABLE at each call)
     @jit
     def vector_times_matrix(x, w, b, out):  # [C_in] @ [C_in, C_out] + [C_out] -> out [C_out]
         # out = b + sum_i x[i] w[i, :]: each weight row scaled and added, four rows at a time
-        # (one load and store of out per four rows), vectorised along the outputs
+        # (one load and store of out per four rows), vectorised along the outputs; w float32
+        # or 16-bit (compiled.widen)
         C_in, C_out = w.shape
         for j in range(C_out):
             out[j] = b[j]
@@ -102,11 +106,13 @@ if numba is not None:  # (the fast path asks compiled.AVAILABLE at each call)
         while i + 4 <= C_in:
             x0, x1, x2, x3 = x[i], x[i + 1], x[i + 2], x[i + 3]
             for j in range(C_out):
-                out[j] += x0 * w[i, j] + x1 * w[i + 1, j] + x2 * w[i + 2, j] + x3 * w[i + 3, j]
+                w0, w1 = compiled.widen(w[i, j]), compiled.widen(w[i + 1, j])
+                w2, w3 = compiled.widen(w[i + 2, j]), compiled.widen(w[i + 3, j])
+                out[j] += x0 * w0 + x1 * w1 + x2 * w2 + x3 * w3
             i += 4
         while i < C_in:
             for j in range(C_out):
-                out[j] += x[i] * w[i, j]
+                out[j] += x[i] * compiled.widen(w[i, j])
             i += 1
 
     @jit
@@ -189,13 +195,14 @@ if numba is not None:  # (the fast path asks compiled.AVAILABLE at each call)
     @jit
     def forward_kernel(
         tokens, start, group, wte, wpe, matrices, transposed, chunks, vectors, k_cache, v_cache,
-        eps, residual, logits,
+        eps, out_weight, residual, logits,
     ):  # fmt: skip
         # tokens [T] at positions start.. -> residual [T, C], the stream after the last block,
         # and logits [T, V] (or nothing when logits has 0 rows); K/V written at slots start..
         # The rows go through the blocks in groups of `group` (1: one by one; T: one pass).
         # matrices and their transposes: 4 per block (MATRICES), chunks: the few-row kernel's
-        # input chunk per matrix; vectors: 8 per block (VECTORS), then ln_f's two.
+        # input chunk per matrix; vectors: 8 per block (VECTORS), then ln_f's two. out_weight:
+        # wte as the output layer reads it (wte itself, or its 16-bit copy, as the matrices)
         T, L, C = tokens.shape[0], k_cache.shape[0], wte.shape[1]
         nh, hs = k_cache.shape[1], k_cache.shape[3]
         scores = np.empty(k_cache.shape[2], np.float32)
@@ -245,10 +252,10 @@ if numba is not None:  # (the fast path asks compiled.AVAILABLE at each call)
             residual[first : first + R] = x
             for r in range(R if logits.shape[0] else 0):
                 layer_norm_row(x[r], vectors[8 * L], vectors[8 * L + 1], eps, h[r])
-                for v in range(wte.shape[0]):  # logits = ln_f(x) @ wte^T
+                for v in range(out_weight.shape[0]):  # logits = ln_f(x) @ wte^T
                     dot = np.float32(0.0)
                     for c in range(C):
-                        dot += h[r, c] * wte[v, c]
+                        dot += h[r, c] * compiled.widen(out_weight[v, c])
                     logits[first + r, v] = dot
         return residual
 
@@ -262,10 +269,13 @@ def read_only_view(a: np.ndarray) -> np.ndarray:
 
 class CompiledWeights:
     """The model's weights as the compiled forward reads them, built again when an array under
-    one of the names was replaced (the arrays themselves are shared: in-place edits show)."""
+    one of the names was replaced (the arrays themselves are shared: in-place edits show).
+    `sixteen`: the matrices and the output layer as the model's 16-bit copies
+    (specdec/fast_cpu/sixteen.py; none where a weight is not exactly 16-bit)."""
 
-    def __init__(self, n_layer: int) -> None:
+    def __init__(self, n_layer: int, sixteen: bool = False) -> None:
         self.matrix_names, self.vector_names = weight_names(n_layer)
+        self.sixteen = sixteen
         self.arrays: tuple = ()
         # (matrices, their transposes, chunks, vectors), or None when an array is not float32
         # in C order or a matrix has an odd number of outputs (the few-row kernel pairs them)
@@ -280,6 +290,12 @@ class CompiledWeights:
             self.lists = None
             if all(map(is_float32_c, arrays)) and all(w.shape[1] % 2 == 0 for w in matrices):
                 transposed = [model.transposed_weight(name) for name in self.matrix_names]
+                if self.sixteen:  # the same weights in 16 bits: both layouts, or nothing
+                    matrices = [model.sixteen_bit(name) for name in self.matrix_names]
+                    transposed = [model.sixteen_bit(name, True) for name in self.matrix_names]
+                    if any(w is None for w in matrices + transposed):
+                        self.arrays = arrays
+                        return None
                 self.lists = (
                     List([read_only_view(w) for w in matrices]),
                     List([read_only_view(w) for w in transposed]),
@@ -303,6 +319,9 @@ def compiled_forward(model, weights: CompiledWeights, tokens, cache, group: int,
     wte, wpe = model.params["wte.weight"], model.params["wpe.weight"]
     if lists is None or not all(map(is_float32_c, (wte, wpe, cache.k, cache.v))):
         return None
+    out_weight = model.sixteen_bit("wte.weight") if weights.sixteen else wte
+    if out_weight is None:
+        return None
     tokens = np.ascontiguousarray(tokens, dtype=np.int64)
     residual = np.empty((len(tokens), wte.shape[1]), np.float32)
     scores = np.empty((len(tokens) if logits else 0, wte.shape[0]), np.float32)
@@ -311,7 +330,7 @@ def compiled_forward(model, weights: CompiledWeights, tokens, cache, group: int,
     compiled.interruptible(
         forward_kernel,
         tokens, cache.end, max(group, 1), wte, wpe, matrices, transposed, chunks, vectors,
-        cache.k, cache.v, eps, residual, scores,
+        cache.k, cache.v, eps, out_weight, residual, scores,
     )  # fmt: skip
     cache.mark_written(len(tokens))
     return residual, (scores if logits else None)

@@ -11,8 +11,10 @@ Each row times the plain computation (reference/model.py) and the fast one
 (specdec/fast_cpu/model.py) on the shapes the bundled pair really uses, one BLAS thread, median
 of many calls. With --llama the pair is a random Llama-family pair of the bundled pair's
 sizes (`LLAMA_PAIR`: GQA, SwiGLU; timings need the shapes, not trained weights), and the
-tricks timed alone are the Llama block's own (specdec/fast_cpu/llama.py). The figures in
-docs/fast-path.md come from this script.
+tricks timed alone are the Llama block's own (specdec/fast_cpu/llama.py); its weights are cut
+to bfloat16 numbers, as a bf16 checkpoint's. Last, each model's compiled passes with float32
+weights against the same passes reading 16-bit copies (specdec/fast_cpu/sixteen.py). The
+figures in docs/fast-path.md come from this script.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from specdec.drafting import TREE_WIDTHS
 from specdec.fast_cpu import compiled as fast_compiled
 from specdec.fast_cpu import llama as fast_llama
 from specdec.fast_cpu import model as fast_model
-from specdec.fast_cpu.plan import describe_plan
+from specdec.fast_cpu.plan import TrickPlan, describe_plan
 from specdec.machine import describe_machine
 from specdec.measure.roofline import median_seconds
 
@@ -118,12 +120,19 @@ LLAMA_PAIR = {
 
 
 def random_llama_pair() -> tuple[plain_llama.Llama, plain_llama.Llama]:
+    # the weights cut to bfloat16 numbers (their low 16 bits zeroed), as a checkpoint stored
+    # in bf16 loads: the fast path can then keep them in 16 bits (specdec/fast_cpu/sixteen.py)
     rng = np.random.default_rng(0)
-    target, draft = (
-        plain_llama.Llama(cfg, plain_llama.init_llama_params(cfg, rng, std=0.05))
-        for cfg in LLAMA_PAIR.values()
-    )
-    return target, draft
+    pair = []
+    for cfg in LLAMA_PAIR.values():
+        params = plain_llama.init_llama_params(cfg, rng, std=0.05)
+        cut = np.uint32(0xFFFF0000)
+        pair.append(
+            plain_llama.Llama(
+                cfg, {n: (w.view(np.uint32) & cut).view(np.float32) for n, w in params.items()}
+            )
+        )
+    return pair[0], pair[1]
 
 
 def llama_trick_rows(target, draft, rng: np.random.Generator) -> list[tuple[str, float, float]]:
@@ -204,6 +213,36 @@ def pass_rows(target, draft, context: np.ndarray) -> list[tuple[str, float, floa
     return rows
 
 
+def sixteen_bit_rows(models: dict, context: np.ndarray, rounds: int = 5) -> list:
+    # -> [(what, float32 microseconds, 16-bit microseconds)]: each model's compiled passes
+    # (rows together, and one by one for one row) on float32 weights and on their 16-bit
+    # copies, the two taking turns, `rounds` medians of 30 passes, the median of those kept
+    if not fast_compiled.AVAILABLE:
+        return []
+    cases = [(name, T, "fused") for name in models for T in (1, 2, 4, 8)]
+    cases += [(name, 1, "stepwise") for name in models]
+    quick = {name: fast_model.fast(model, "none") for name, model in models.items()}
+    plans = {c: TrickPlan.fixed(c) for c in ("fused", "stepwise", "fused16", "stepwise16")}
+    formats = {q.sixteen_copies.fmt for q in quick.values()}
+    if None in formats:
+        return []  # weights that are no 16-bit numbers: nothing to compare
+    seconds = {(case, c): [] for case in cases for c in (case[2], case[2] + "16")}
+    for _ in range(rounds):
+        for case in cases:
+            name, T, config = case
+            for c in (config, config + "16"):
+                quick[name].plan = plans[c]
+                seconds[case, c].append(time_append(quick[name], context, T, 30))
+    return [
+        (
+            f"{name} {config} pass over {T} row(s), {'/'.join(sorted(formats))}",
+            float(np.median(seconds[(name, T, config), config])) * 1e6,
+            float(np.median(seconds[(name, T, config), config + "16"])) * 1e6,
+        )
+        for name, T, config in cases
+    ]
+
+
 # specdec/drafting.py's static trees: 9 and 10 rows per verification pass (root + candidates)
 TREE_PASSES = {name: TREE_WIDTHS[name] for name in ("tree", "tree-wide")}
 
@@ -229,11 +268,18 @@ def main(argv=None) -> None:
         rng = np.random.default_rng(0)
         rows = (llama_trick_rows if args.llama else trick_rows)(target, draft, rng)
         rows += pass_rows(target, draft, context)
+        halves = sixteen_bit_rows({"target": target, "draft": draft}, context)
     print("Every trick forced on (whole passes: the measured choice):\n")
     print("| what | plain (us) | fast path (us) | plain / fast |")
     print("|---|---|---|---|")
     for what, slow, quick in rows:
         print(f"| {what} | {slow:.1f} | {quick:.1f} | {slow / quick:.2f}x |")
+    if halves:  # the compiled passes with the weights in 16 bits (SPECDEC_FAST_16BIT aside)
+        print("\nThe compiled passes, weights in float32 and in 16 bits:\n")
+        print("| what | float32 (us) | 16-bit (us) | float32 / 16-bit |")
+        print("|---|---|---|---|")
+        for what, wide, narrow in halves:
+            print(f"| {what} | {wide:.1f} | {narrow:.1f} | {wide / narrow:.2f}x |")
 
 
 if __name__ == "__main__":

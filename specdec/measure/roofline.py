@@ -17,6 +17,9 @@ k + 1 <= 16 rows costs what one row costs, v(k+1) = 1.
 `pass_breakdown` times each product inside real passes of the bundled target (the plain
 model and the CPU fast path), and `v_curves` the whole passes for T = 1..16; the figure
 (`specdec.figures.plot_roofline`) puts both models' v(T) next to the floor's.
+`pass_bytes_table` prints the bytes each timed pass reads (a weight read in 16 bits counts
+2 bytes: specdec/fast_cpu/sixteen.py) and its bytes/s against both bandwidths; `specdec
+bench` prints the same for the passes it times.
 docs/benchmarks.md ("The CPU limit") shows and reads the figures of one run.
 """
 
@@ -35,6 +38,7 @@ from reference.model import GPT
 from specdec.bundled import load_bundled_pair
 from specdec.costs import time_append
 from specdec.fast_cpu import fast
+from specdec.fast_cpu.plan import SIXTEEN_BIT
 from specdec.machine import describe_machine
 
 LINEARS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
@@ -124,17 +128,28 @@ class Product:
         return max(self.bytes / rates.bandwidth, self.flops / rates.flops)
 
 
+def weight_bytes(model: GPT, T: int) -> int:
+    # bytes per weight a T-row pass reads: 2 where a fast model's plan runs that pass on its
+    # 16-bit copies (specdec/fast_cpu/sixteen.py), else a float32's 4
+    plan, copies = getattr(model, "plan", None), getattr(model, "sixteen_copies", None)
+    if plan is None or copies is None or copies.fmt is None:
+        return F32
+    return 2 if plan.whole_forward(T) in SIXTEEN_BIT else F32
+
+
 def pass_products(model: GPT, T: int, S: int) -> list[Product]:
-    """The products of one pass over T new positions, attending over S keys in all."""
+    """The products of one pass over T new positions, attending over S keys in all; the
+    weights at the bytes the model reads them in (`weight_bytes`), the cache in float32."""
     if not (isinstance(T, int) and isinstance(S, int) and 1 <= T <= S):
         raise ValueError(f"a pass needs 1 <= T <= S new positions and keys, got T={T}, S={S}")
     cfg = model.config
     C, L, V = cfg.n_embd, cfg.n_layer, cfg.n_vocab
     shapes, biased = linear_shapes(model)
+    W = weight_bytes(model, T)
     products = [
         Product(
             name,
-            L * F32 * (c_in * c_out + (c_out if name in biased else 0)),
+            L * (W * c_in * c_out + F32 * (c_out if name in biased else 0)),
             L * 2.0 * T * c_in * c_out,
         )
         for name, (c_in, c_out) in shapes.items()
@@ -143,8 +158,28 @@ def pass_products(model: GPT, T: int, S: int) -> list[Product]:
     # them: a Llama's grouped query heads share each), and multiplies every query head by them
     nq, nk = cfg.n_head * cfg.head_size, cfg.n_kv_head * cfg.head_size
     products.append(Product("attention", L * 2 * F32 * S * nk, L * 2 * 2.0 * T * S * nq))
-    products.append(Product("logits", F32 * V * C, 2.0 * T * V * C))
+    products.append(Product("logits", W * V * C, 2.0 * T * V * C))
     return products
+
+
+def pass_bytes_table(model: GPT, seconds: dict[int, float], S: int, rates: Rates) -> str:
+    """Markdown: for each timed pass (T new rows -> its seconds, after S cached positions),
+    the bytes it reads (weights at the bytes the pass reads them in, and the cache) and its
+    rate against the two bandwidths measured here (`machine_rates`)."""
+    lines = [
+        f"| T | bytes read per pass | pass ms | GB/s | of {rates.bandwidth / 1e9:.1f} GB/s "
+        f"(one-row products) | of {rates.dram_bandwidth / 1e9:.1f} GB/s (256 MiB sum) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for T, t in sorted(seconds.items()):
+        n = sum(p.bytes for p in pass_products(model, T, S + T))
+        rate = n / t
+        bits = "16-bit" if weight_bytes(model, T) == 2 else "32-bit"
+        lines.append(
+            f"| {T} | {n / 1e6:.1f} MB ({bits} weights) | {t * 1e3:.2f} | {rate / 1e9:.1f} | "
+            f"{rate / rates.bandwidth:.2f} | {rate / rates.dram_bandwidth:.2f} |"
+        )
+    return "\n".join(lines)
 
 
 def linear_shapes(model: GPT) -> tuple[dict[str, tuple[int, int]], set[str]]:
@@ -294,6 +329,8 @@ def main(argv=None) -> None:
         cells = [f"{c[T] * 1e3:.2f} ({c[T] / c[1]:.2f})" for c in curves.values()]
         cells.append(f"{floors[T] * 1e3:.2f} ({floors[T] / floors[1]:.2f})")
         print(f"| {T} | " + " | ".join(cells) + " |")
+    print(f"\nbytes each fast-path pass reads, S = {S} cached positions:\n")
+    print(pass_bytes_table(models["fast path"], curves["fast path"], S, rates))
     for name, measured in breakdowns.items():
         print(f"\n{name}, S = {S} cached positions:\n")
         print(breakdown_table(target, S, rates, measured))
