@@ -5,7 +5,7 @@
 
 Every public name of `reference` is here with the same signature (tests/twin checks it).
 Both families: `gpu.GPT` (GPT-2, gpu/model.py) and `gpu.Llama` (Llama 2 and 3, Qwen2,
-Mistral: gpu/llama.py); `gpu.load_model` reads a checkpoint folder of either.
+Mistral: gpu/llama.py); `gpu.weights.load_model` reads a checkpoint folder of either.
 Where the GPU changes the algorithm (where data lives, where the host waits, what is fused)
 a file of its own mirrors the reference file and says, at its top, what differs and why;
 everything that is host work (config, tokenizer, checkpoint reading, sampling parameters,
@@ -74,7 +74,6 @@ from gpu.verification import (
     residual_token,
     verify,
 )
-from gpu.weights import load_model
 from reference.config import GPTConfig, LlamaConfig
 from reference.llama import init_llama_params
 from reference.lookup import HybridDrafter, LookupDrafter
@@ -111,7 +110,6 @@ __all__ = [
     "generate",
     "init_llama_params",
     "init_params",
-    "load_model",
     "new_batch_cache",
     "probabilities",
     "residual_distribution",

@@ -46,7 +46,6 @@ from reference.verification import (
     residual_token,
     verify,
 )
-from reference.weights import load_model
 
 __all__ = [
     "GPT",
@@ -80,7 +79,6 @@ __all__ = [
     "generate",
     "init_llama_params",
     "init_params",
-    "load_model",
     "new_batch_cache",
     "probabilities",
     "residual_distribution",

@@ -35,6 +35,7 @@ class ByteTokenizer:
 
     name = "byte-level (ids 0..255 are bytes, 256 is EOS)"
     vocab_size = byte_tokenizer.VOCAB_SIZE  # V
+    shows_unused = False  # a model with more rows than 257 is refused (check_fits)
 
     def __init__(self, eos_id: int | None = byte_tokenizer.EOS) -> None:
         self.eos_id = eos_id
@@ -58,6 +59,8 @@ class ByteTokenizer:
 
 class HFTokenizer:
     """A checkpoint's ``tokenizer.json``, read with the ``tokenizers`` library."""
+
+    shows_unused = True  # ids past its table (padded output rows) print as <unused id N>
 
     def __init__(self, path: Path, eos_id: int | None) -> None:
         try:
@@ -174,9 +177,17 @@ def check_fits(model: GPT | Llama, tokenizer, source) -> None:
     151,936 output rows (a multiple of 128, for the hardware). Those rows were never trained
     to win, so they get a tiny probability, and the model's law over them is left as the
     checkpoint defines it (transformers keeps them too); one drawn anyway is shown as
-    `<unused id N>` by the tokenizer. FEWER rows than the tokenizer's ids is refused: the
+    `<unused id N>` by the tokenizer (a tokenizer.json's; the byte-level tokenizer has no such
+    marker, so there padding is refused). FEWER rows than the tokenizer's ids is refused: the
     tokenizer could hand the model an id it has no embedding for."""
     V = model.n_vocab
+    if V > tokenizer.vocab_size and not tokenizer.shows_unused:
+        raise CheckpointError(
+            f"{source}: the model scores {V} token ids, but its tokenizer, {tokenizer.name}, "
+            f"has {tokenizer.vocab_size}; the ids past them could not be written as text. "
+            "Put the model's tokenizer.json next to its config.json, or use a model trained "
+            "for this tokenizer"
+        )
     if V < tokenizer.vocab_size:
         raise CheckpointError(
             f"{source}: the model scores {V} token ids, but its tokenizer, {tokenizer.name}, "

@@ -218,12 +218,13 @@ LONGEST_FILES = (
     "twin/test_twin_drafters.py",  # 35
     "distribution/test_power.py",  # 34
     "distribution/test_adaptive_draft_law.py",  # 32
-    "distribution/test_llama_laws.py",  # ~30 (issue 48; the twin's run: 0, skipped)
+    "distribution/test_llama_laws.py",  # ~30 (issue 48; the twin's run: ~16 at scale 0.5)
     "twin/test_device_script.py",  # 24
     "distribution/test_proposal_laws.py",  # ~25 (issue 51: 27 s of CPU under load, both backends)
     "distribution/test_lookup_law.py",  # 15 (16)
     "interop/test_grade_samplers.py",  # 15
     "twin/test_twin_loop.py",  # 15
+    "distribution/test_llama_self_drafting_law.py",  # ~6 (the twin's run: ~1)
     "twin/test_fused_kernels.py",  # 7 (the CUDA emulator)
     "twin/test_batch_drafting.py",  # 9
     "distribution/test_batch_law.py",  # 10 (12), and ~5 (3) for the spread family

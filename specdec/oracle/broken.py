@@ -23,13 +23,14 @@ from unittest import mock
 import numpy as np
 
 import reference.speculative as speculative
+from reference.config import LlamaConfig
 from reference.drafters import Draft, ModelDrafter
-from reference.eagle import EagleDrafter
+from reference.eagle import EagleDrafter, block_prefix
 from reference.early_exit import EarlyExitDrafter
 from reference.heads import HeadsDrafter
 from reference.kv_cache import KVCache
 from reference.lookup import HybridDrafter, LookupDrafter, lookup_continuation, point_mass_rows
-from reference.model import GPT
+from reference.model import GPT, causal_placement
 from reference.sampling import SamplingParams, probabilities, sample_token
 from reference.speculative import speculative_generate
 from reference.tree import ROOT, SAMPLED, EagleTreeDrafter, Tree
@@ -352,6 +353,47 @@ class EagleKeepsDraftFeatures(EagleDrafter):
         self.cache.commit(min(self._fed_context + n_accepted, self.cache.pending))
 
 
+# Two mistakes of the Llama family (reference/llama.py), in drafters made of the target: each
+# keeps the output law (q is still the row each draft was drawn from) and moves q, which the
+# row check of the loop sees exactly (self_drafting.loop_row_deviation, on the Llama
+# setups of tests/distribution/test_llama_self_drafting_law.py, LLAMA_DRAFTERS below).
+
+
+class EagleRotatedFromZero(EagleDrafter):
+    """EAGLE's Llama block rotated at the positions of the rows it is handed (0, 1, ...),
+    as an uncached pass would be, while it writes them at its cache's slots cache.end..: a
+    port that builds RoPE's angles from the call instead of the slots. GPT-2's block reads no
+    position, so the same code is right there; a Llama block's queries and keys then turn by
+    the wrong angles. The first catch-up, from an empty cache, is right by luck; every draft
+    step after it is rotated as position 0 against keys at their true positions, and from
+    round 2 on so are the catch-up rows. Fix: rotate slot t by t (causal_placement at
+    cache.end, as `step` does)."""
+
+    def step(self, g: np.ndarray) -> np.ndarray:
+        at = causal_placement(self.cache.end, len(g))
+        wrong = replace(at, positions=at.positions - self.cache.end)  # the bug: from 0
+        out = self.block_model.blocks(g, self.cache, wrong, 0, 1)
+        self.cache.mark_written(len(g))
+        return out
+
+
+class ExitNormedAsGPT2(EarlyExitDrafter):
+    """Early exit on a Llama-family target whose exit head runs GPT-2's norm kind: a
+    LayerNorm (the row centred on its mean) with the RMSNorm's gain and no bias, as when an
+    exit head written for GPT-2 is handed a Llama's trained gain (or its model.norm). The
+    rows it drafts from are no longer the head's; q is still what each draft was drawn from,
+    so only the acceptance moves. Fix: the family's own norm, the cut model's `norm`."""
+
+    def exit_logits(self, x: np.ndarray) -> np.ndarray:
+        if self.adapter is not None:
+            w, b = self.adapter
+            x = x + x @ w + b
+        g, eps = self.model.params["model.norm.weight"], self.model.config.rms_norm_eps
+        centred = x - x.mean(axis=-1, keepdims=True)  # the bug: LayerNorm's centring
+        z = g * centred / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)
+        return self.model.logits(z)
+
+
 # Three mistakes only the proposal, draw and batch laws see (specdec/oracle/proposals.py,
 # fat_tails.py, tests/distribution/test_batch_law.py): each keeps every loop law of the
 # oracle's own setups, because those setups never run the code they break.
@@ -507,7 +549,8 @@ def eagle_like(cls: type[EagleDrafter], drafter: EagleDrafter) -> EagleDrafter:
     # a broken EAGLE drafter with the parts of `drafter`: its fusion layer, its block and,
     # for EAGLE-3, its feature layers and their reduction
     params = {"fc.weight": drafter.w, "fc.bias": drafter.b}
-    params |= {n: w for n, w in drafter.block_model.params.items() if n.startswith("h.")}
+    block = block_prefix(drafter.target.config)  # GPT-2's "h.0.", a Llama's "model.layers.0."
+    params |= {n: w for n, w in drafter.block_model.params.items() if n.startswith(block)}
     reduce = getattr(drafter, "reduce", None)
     if reduce is not None:
         params |= {"reduce.weight": reduce[0], "reduce.bias": reduce[1]}
@@ -521,10 +564,7 @@ def with_self_drafter(cls: type) -> Callable:
         if isinstance(drafter, EagleDrafter):
             broken = eagle_like(cls, drafter)
         elif isinstance(drafter, EarlyExitDrafter):
-            head = {
-                "exit.ln.weight": drafter.model.params["ln_f.weight"],
-                "exit.ln.bias": drafter.model.params["ln_f.bias"],
-            }
+            head = exit_norm_of(drafter)
             if drafter.adapter is not None:
                 head |= {
                     "exit.proj.weight": drafter.adapter[0],
@@ -542,6 +582,14 @@ def with_self_drafter(cls: type) -> Callable:
         return speculative_generate(target, broken, prompt, **kwargs)
 
     return generate
+
+
+def exit_norm_of(drafter: EarlyExitDrafter) -> dict:
+    # the exit norm the drafter's cut model reads, as an exit head of its family names it
+    P = drafter.model.params
+    if isinstance(drafter.target.config, LlamaConfig):
+        return {"exit.norm.weight": P["model.norm.weight"]}
+    return {"exit.ln.weight": P["ln_f.weight"], "exit.ln.bias": P["ln_f.bias"]}
 
 
 def with_target_cache(cls: type[KVCache]) -> Callable:
@@ -775,3 +823,11 @@ EAGLE_DRAFTERS: dict[str, type[EagleDrafter]] = {
     "eagle_q_at_temperature_one": EagleQAtTemperatureOne,
     "eagle_keeps_draft_features": EagleKeepsDraftFeatures,
 }
+# The broken self-drafters the Llama row check must see (tests/distribution/
+# test_llama_self_drafting_law.py): the two Llama mistakes and the catalogue's own, by name
+LLAMA_DRAFTERS: dict[str, type] = {
+    "eagle_rotated_from_zero": EagleRotatedFromZero,
+    "exit_normed_as_gpt2": ExitNormedAsGPT2,
+    "early_exit_keeps_rejected_kv": EarlyExitKeepsRejectedKV,
+    "heads_judged_with_another_heads_q": HeadsJudgedWithAnotherHeadsQ,
+} | EAGLE_DRAFTERS

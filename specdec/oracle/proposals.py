@@ -346,8 +346,8 @@ class Eagle2TreeLaw:
 
     def grow(self, context, budget, tokens, parents, scores) -> None:
         eagle, n = self.eagle, len(context)
-        f = eagle.target.residual(np.asarray(context[:-1], dtype=np.int64))  # f(0..n-2)
-        fused = {0: [eagle.fused(context[t + 1], f[t]) for t in range(n - 1)]}  # node -> rows
+        fused = {0: eagle.start(context)}  # node -> rows: the catch-up's g(0..n-2) (EAGLE-3's
+        # reduced features too)
         conf, f_hat = {}, {}
         conf[0], f_hat[0] = eagle.row(fused[0])
         room, expand = self.capacity - (n - 1), [0]

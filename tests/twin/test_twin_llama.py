@@ -17,6 +17,7 @@ import pytest
 
 import gpu
 import gpu.tree as twin_tree
+import gpu.weights
 import reference
 import reference.eagle
 import reference.tree as ref_tree
@@ -278,7 +279,7 @@ def test_eagle_chains_and_eagle2_trees_on_the_twin_give_the_references_greedy_to
 def test_a_twin_llama_is_built_from_a_checkpoint_folder(tmp_path, target):
     (tmp_path / "config.json").write_text(json.dumps(target.config.to_hf_dict()))
     write_safetensors(tmp_path / "model.safetensors", target.params, metadata={"format": "pt"})
-    twin = gpu.load_model(tmp_path)
+    twin = gpu.weights.load_model(tmp_path)
     assert isinstance(twin, gpu.Llama)
     np.testing.assert_allclose(to_host(twin.forward(PROMPT)), target.forward(PROMPT), atol=ATOL)
 

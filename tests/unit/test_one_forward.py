@@ -50,6 +50,7 @@ def test_one_attention_per_backend():
         "gpu/device/fused.py",
         "gpu/device/fused.py",
         "gpu/device/fused.py",
+        "gpu/device/fused.py",
         "gpu/device/layers.py",
         "gpu/llama.py",
         "gpu/llama.py",
@@ -63,7 +64,8 @@ def test_one_attention_per_backend():
     ], found
     # reference: attention, GPT.attention_block, GPT.multi_head_attention (the hook both
     # kinds of pass go through); gpu: attention (layers.py), the fused kernel's entry
-    # (fused.cached_attention) whose body calls it, with its limits, body and plan, and
+    # (fused.cached_attention) whose body calls it, with its limits, body, plan and the plan's
+    # constants of a shape (attention_fixed), and
     # GPT.multi_head_attention choosing between them; the Llama family's block (a second
     # architecture, not a copy): grouped_attention, Llama.attention_block and
     # Llama.rotary_attention (RoPE and the GQA heads, before the shared attention function),
