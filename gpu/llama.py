@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpu.device.backend import fuse, on_device, to_device, xp
-from gpu.device.fused import fused_linear
+from gpu.device.fused import fused_linear, padded_rows
 from gpu.device.layers import attention, merge_heads, split_heads
 from gpu.model import GPT, is_sequence, register_twin_model
 from reference import llama as reference_llama
@@ -182,10 +182,15 @@ class Llama(reference_llama.Llama, GPT):
         if "output" not in self.fused:
             # made at the first call, not at construction: a model whose output layer never
             # runs (EAGLE's one-block model, an early-exit cut's lower blocks) never pays for a
-            # second copy of a [V, C] matrix (0.9 GB for Qwen2.5-1.5B)
+            # second copy of a [V, C] matrix (0.9 GB for Qwen2.5-1.5B). The copy's rows are
+            # padded to ceil4(V) floats (fused.padded_rows: four floats a load at one row); the
+            # kernel reads the copy and writes out V columns, the body computes with its view
             name = "model.embed_tokens" if self.config.tie_word_embeddings else "lm_head"
-            self.fused["output"] = (rows_of(self.params[name + ".weight"]), None)
-        return fused_linear(h, *self.fused["output"])
+            weight = self.params[name + ".weight"]  # [V, C]
+            rows = padded_rows(weight.T)
+            self.fused["output"] = (rows[:, : weight.shape[0]], rows)
+        view, rows = self.fused["output"]
+        return fused_linear(h, view, w_rows=rows)
 
     def norm(self, x, name: str):  # [R, C] -> [R, C]; "ln_f" is model.norm (the reference's map)
         name = "model.norm" if name == "ln_f" else name

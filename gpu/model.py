@@ -36,8 +36,16 @@ import weakref
 import numpy as np
 
 from gpu.device.backend import ON_DEVICE as ON_DEVICE  # re-exported: the device-only test reads it
-from gpu.device.backend import memory_kind, on_device, to_device, xp
-from gpu.device.fused import attention_fits, cached_attention, embed, fused_linear, layer_norm_rows
+from gpu.device.backend import memory_kind, on_device, to_device
+from gpu.device.backend import xp as xp  # re-exported: tests/twin/test_twin_loop.py reads it
+from gpu.device.fused import (
+    attention_fits,
+    cached_attention,
+    embed,
+    fused_linear,
+    layer_norm_rows,
+    padded_rows,
+)
 from gpu.device.kernels import MAX_ROWS, kernels_on
 from gpu.device.layers import attention, causal_mask, gelu, layer_norm, softmax
 from gpu.kv_cache import KVCache
@@ -150,14 +158,16 @@ class GPT(reference_model.GPT):
         return fused_linear(h, self.params["wte.weight"].T, w_rows=self.wte_rows())
 
     def wte_rows(self):
-        # the tied output layer as the fused linear kernel reads it: wte.T row-major [C, V],
-        # copied at the first call with the kernels on and kept; None where no kernel runs
+        # the tied output layer as the fused linear kernel reads it: wte.T row-major, its rows
+        # padded to ceil4(V) floats with zeros (fused.padded_rows: a one-row call then reads
+        # them four floats a load; the kernel writes out V columns), copied at the first call
+        # with the kernels on and kept; None where no kernel runs
         # (kernels off; the stand-in, which runs the body). Asked at every call, never at
         # construction, so the kernels may be turned off or on between two calls of one model
         if not kernels_on() or memory_kind() == "stand-in":
             return None
         if self._wte_rows is None:
-            self._wte_rows = xp.ascontiguousarray(self.params["wte.weight"].T)
+            self._wte_rows = padded_rows(self.params["wte.weight"].T)
         return self._wte_rows
 
     def norm(self, x, name: str):  # [R, C] -> [R, C], one launch

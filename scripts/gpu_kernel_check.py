@@ -95,15 +95,27 @@ def cases() -> list[Case]:
         return to_device((rng.standard_normal(shape) * scale).astype(np.float32))
 
     made = []
-    # a linear of one row: 24 column blocks, its 768 inputs split in 6 parts (K > 1)
+    # a linear of one row, 768 x 768: rows a multiple of 4 floats, so the vector kernel
+    # (fused_linear_1v: float4 loads, 128 columns a block, its 768 inputs split over K > 1
+    # parts); and 768 x 766, whose rows are not, for the scalar one-row kernel's split-K
     x, w, b, res = dev(1, 768), dev(768, 768, scale=0.05), dev(768), dev(1, 768)
+    w_odd, b_odd, res_odd = dev(768, 766, scale=0.05), dev(766), dev(1, 766)
     linear = fused.fused_linear
     made.append(
         Case(
             "linear",
-            "fused_linear K=6",
+            "fused_linear_1v, 1 x 768 x 768 (K > 1)",
             lambda: (linear(x, w, b, resid=res),),
             lambda: (linear.body(x, w, b, resid=res),),
+            1e-4,
+        )
+    )
+    made.append(
+        Case(
+            "linear",
+            "fused_linear_1, 1 x 768 x 766 (rows not a multiple of 4; K > 1)",
+            lambda: (linear(x, w_odd, b_odd, resid=res_odd),),
+            lambda: (linear.body(x, w_odd, b_odd, resid=res_odd),),
             1e-4,
         )
     )
@@ -375,7 +387,10 @@ def timing_predictions() -> dict[str, float]:
     # what the roofline predicts for the timed calls (their plans at the device's sizes)
     f32, i64 = roofline.f32, roofline.i64
     pick = fused.pick_plan(f32(1, GPT2_V), HOT, np.zeros(1), f32(1, GPT2_V), i64(1), None)
-    output = fused.linear_plan(f32(1, 768), f32(768, GPT2_V), ln=(f32(768), f32(768), 1e-5))
+    padded = f32(768, 4 * -(-GPT2_V // 4))  # the model's output rows: padded to 4 floats
+    output = fused.linear_plan(
+        f32(1, 768), f32(768, GPT2_V), ln=(f32(768), f32(768), 1e-5), w_rows=padded
+    )
     return {
         "host": roofline.kernel_host_us("layer_norm_rows"),
         "pick": device_us([pick]),
@@ -393,7 +408,7 @@ def timing_calls() -> list[tuple[str, str, Callable[[], object]]]:
     x, g, b = dev(1, 768), dev(768), dev(768)
     logits, probs, token = dev(1, GPT2_V), xp.zeros((1, GPT2_V), np.float32), xp.zeros(1, np.int64)
     u = to_device(rng.random(1))
-    w_rows = dev(768, GPT2_V)
+    w_rows = fused.padded_rows(dev(768, GPT2_V))  # as gpu/model.py's wte_rows: padded
     return [
         ("host", "host us per eager fused call (layer_norm_rows, 1 x 768; the Python side "
          "measured on the CI machine + CuPy's launch, assumed)",
@@ -401,7 +416,7 @@ def timing_calls() -> list[tuple[str, str, Callable[[], object]]]:
         ("pick", "pick_rows at T = 0.8, 1 x 50,257, p and the token (wall us a call; the "
          "roofline's device us)", lambda: sampling.pick(logits, HOT, u, probs=probs, tokens=token)),
         ("output", "the output layer, 768 x 50,257 (GB/s; the roofline's)",
-         lambda: fused.fused_linear(x, w_rows, ln=(g, b, 1e-5))),
+         lambda: fused.fused_linear(x, w_rows[:, :GPT2_V], ln=(g, b, 1e-5), w_rows=w_rows)),
     ]  # fmt: skip
 
 

@@ -13,7 +13,8 @@ launches nothing (kernels.py `Plan.idle`).
     embed            x = wte[tokens] + wpe[positions]                               1 launch
     layer_norm_rows  LN(x)                                                          1
     fused_linear     act(LN(x) @ W + b) + residual  (LN, b, act, residual optional)  1
-                     (its kernel by row bound: fused_linear_1, _8, or the 16-row one)
+                     (its kernel by row bound: fused_linear_1 (_1v: float4 loads where W
+                     is aligned), _8, or the 16-row one)
     cached_attention the new positions' K/V into the cache, softmax(q k^T / sqrt(hs)) V, all
                      heads merged (a sequence, a tree, a ragged batch)              1
     pick             a row's processed distribution and its inverse-CDF draw (greedy or
@@ -54,11 +55,13 @@ __all__ = [
     "embed",
     "fused_linear",
     "layer_norm_rows",
+    "padded_rows",
     "pick_fits",
     "pick_plan",
 ]
 
 LINEAR_COLS, LINEAR_SLICES = 32, 8  # fused_linear's block: kernels.cu LIN_COLS x LIN_SLICES
+LINEAR_VEC_COLS = 128  # fused_linear_1v's columns a block (kernels.cu LIN_VEC_COLS: 4 a thread)
 ROW_THREADS = 256  # the one-block-per-row kernels' block (kernels.cu RED_THREADS)
 
 i32, f32, f64 = np.int32, np.float32, np.float64
@@ -133,11 +136,12 @@ def parts(ids: int, per: int) -> int:
     return max(1, min(MAX_PARTS, -(-ids // per)))
 
 
-def linear_parts(C_in: int, N: int) -> int:
+def linear_parts(C_in: int, N: int, per_block: int = LINEAR_COLS) -> int:
     # K, the parts of the input dimension (kernels.cu part_of: ceil(C_in / K) inputs each):
     # at least a block for every SM (two fit one at once: one wave), every part at least
-    # SPLIT_INPUTS inputs
-    columns = -(-N // LINEAR_COLS)
+    # SPLIT_INPUTS inputs; per_block: the kernel's columns a block (LINEAR_COLS, or
+    # LINEAR_VEC_COLS for fused_linear_1v)
+    columns = -(-N // per_block)
     return max(1, min(-(-FILL_BLOCKS // columns), C_in // SPLIT_INPUTS))
 
 
@@ -207,42 +211,63 @@ def layer_norm_rows(x, g, b, eps: float):  # [R, C] -> [R, C]
 by_shape: dict[tuple, tuple] = {}
 
 
-def linear_fixed(R: int, C_in: int, N: int, eps, bias: bool, act, resid: bool) -> tuple:
+def linear_fixed(R: int, C_in: int, N: int, eps, bias: bool, act, resid: bool, ldw: int,
+                 vec4: bool) -> tuple:  # fmt: skip
     # (kernel, grid, block, scalars before g / after it / after bias / after resid, split_sum,
-    # counters wanted) of a linear of these shapes and flags; eps None: no LayerNorm
-    columns, K = -(-N // LINEAR_COLS), linear_parts(C_in, N)
+    # counters wanted, ldw) of a linear of these shapes and flags; eps None: no LayerNorm;
+    # vec4: W may be read four floats a load (one row only: fused_linear_1v)
+    vec4 = vec4 and R == 1
+    per_block = LINEAR_VEC_COLS if vec4 else LINEAR_COLS
+    columns, K = -(-N // per_block), linear_parts(C_in, N, per_block)
     split_sum = scratch(K * R * N if K > 1 else 1, np.float64)  # [K, R, N]
     # the kernel of the fewest rows that holds R: fewer registers, more blocks an SM at once
     name = "fused_linear_1" if R == 1 else "fused_linear_8" if R <= 8 else "fused_linear"
     return (
-        name, (columns, K), (LINEAR_COLS * LINEAR_SLICES,),
+        name + "v" if vec4 else name, (columns, K), (LINEAR_COLS * LINEAR_SLICES,),
         (i32(R), i32(C_in), i32(N)), (f32(eps or 0.0), i32(eps is not None)),
-        (i32(bias), i32(act == "gelu")), (i32(resid),), split_sum, columns,
+        (i32(bias), i32(act == "gelu")), (i32(resid),), split_sum, columns, i32(ldw),
     )  # fmt: skip
 
 
 def linear_plan(x, w, bias=None, ln=None, act=None, resid=None, w_rows=None) -> Plan:
     x = contiguous(x, np.float32)
-    # the kernel reads W row-major [C_in, N]: w_rows when given (the tied output layer's
-    # copy, made once), else w itself, copied here only if it is a view (wte.T) or not float32
-    w = contiguous(w if w_rows is None else w_rows, np.float32)
+    # the kernel reads W row-major [C_in, ldw]: w_rows when given (an output layer's copy,
+    # made once, its rows padded to a multiple of 4 floats), else w itself, copied here only
+    # if it is a view (wte.T) or not float32. N, the columns written out, is w's: the logical
+    # width, never the padded copy's
     R, C_in = x.shape
     N = w.shape[1]
+    w = contiguous(w if w_rows is None else w_rows, np.float32)
+    if w.shape[0] != C_in or w.shape[1] < N:
+        raise ValueError(f"fused_linear: rows {w.shape} cannot hold a [{C_in}, {N}] weight")
+    ldw = w.shape[1]
     eps = None if ln is None else float(ln[2])
-    key = ("linear", R, C_in, N, eps, bias is not None, act, resid is not None)
+    vec4 = R == 1 and ldw % 4 == 0 and aligned16(w)
+    key = ("linear", R, C_in, N, eps, bias is not None, act, resid is not None, ldw, vec4)
     fixed = by_shape.get(key)
     if fixed is None:
         fixed = by_shape.setdefault(key, linear_fixed(R, C_in, N, *key[4:]))
-    name, grid, block, sizes, norm, flags, with_resid, split_sum, groups = fixed
+    name, grid, block, sizes, norm, flags, with_resid, split_sum, groups, ldw = fixed
     out = xp.empty((R, N), dtype=np.float32)
     g, b = (x, x) if ln is None else (contiguous(ln[0], np.float32), contiguous(ln[1], np.float32))
     bias = x if bias is None else contiguous(bias, np.float32)  # (unread without it)
     resid = x if resid is None else contiguous(resid, np.float32)
     args = (
         x, *sizes, g, b, *norm, w, bias, flags[0], flags[1], resid, *with_resid, out, split_sum,
-        counters(groups),
+        counters(groups), ldw,
     )  # fmt: skip
     return Plan(name, grid, block, args, out, rows=R)  # grid: columns x parts
+
+
+def padded_rows(w):
+    # a weight [C_in, N] (a view: wte.T, lm_head.T) -> its row-major copy [C_in, ceil4(N)],
+    # zeros beyond N: every row starts on a 16-byte boundary, so a one-row linear reads it four
+    # floats a load (fused_linear_1v; GPT-2's 50,257 columns would not allow it unpadded).
+    # Pass it as w_rows, with the view as w: the kernel writes out N columns, never the padding
+    C_in, N = w.shape
+    rows = xp.zeros((C_in, -(-N // 4) * 4), dtype=np.float32)
+    rows[:, :N] = w
+    return rows
 
 
 def linear_fits(x, *args, **kwargs) -> bool:

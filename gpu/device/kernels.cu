@@ -36,6 +36,7 @@
 
 #define LIN_COLS 32    // fused_linear: output columns per block (one warp reads a W row segment)
 #define LIN_SLICES 8   // ... and slices of the input dimension per column, summed at the end
+#define LIN_VEC_COLS 128  // fused_linear_1v: output columns per block (4 a thread, float4 loads)
 #define RED_THREADS 256  // threads of the one-block-per-row kernels
 #define ATT_WARPS 4      // cached_attention's block: 4 warps (gpu/device/fused.py: 128 threads)
 #define WARP 32          // threads of a warp (warpSize, a constant here so loops unroll)
@@ -300,6 +301,8 @@ __device__ float epilogue(float y, int r, int j, int N, const float* bias, int h
 }
 
 // out[r, j] = act(LN(x[r]) @ W[:, j] + bias[j]) + resid[r, j]    for r < R, j < N
+//   W row-major [C_in, ldw], ldw >= N: a padded copy (the output layer's, ldw = N rounded up
+//   to 4, zeros beyond N) has rows longer than the N columns written out.
 //   LN(x)[i] = (x[i] - mean) / sqrt(var + eps) * g[i] + b[i] (when has_ln; else x itself),
 //   act = gelu when act == 1; resid may be out itself (x += ...), never x.
 // grid: (ceil(N / LIN_COLS), K), block: (LIN_COLS * LIN_SLICES). Block (b, k) takes columns
@@ -314,7 +317,7 @@ template <int ROWS>
 __device__ void linear_rows(const float* x, int R, int C_in, int N, const float* ln_g,
                             const float* ln_b, float eps, int has_ln, const float* w,
                             const float* bias, int has_bias, int act, const float* resid,
-                            int has_resid, float* out, double* split_sum, int* done) {
+                            int has_resid, float* out, double* split_sum, int* done, int ldw) {
     __shared__ float mean[ROWS], rstd[ROWS];
     __shared__ float partial[LIN_SLICES * LIN_COLS * ROWS];
     int t = threadIdx.x, c = t % LIN_COLS, s = t / LIN_COLS;
@@ -348,7 +351,7 @@ __device__ void linear_rows(const float* x, int R, int C_in, int N, const float*
     if (j < N) {
 #pragma unroll 4  // independent weight loads in flight, not one a trip
         for (int i = first + s; i < end; i += LIN_SLICES) {
-            float wij = w[(long long)i * N + j];
+            float wij = w[(long long)i * ldw + j];
             float g = has_ln ? ln_g[i] : 1.0f, b = has_ln ? ln_b[i] : 0.0f;
 #pragma unroll
             for (int r = 0; r < ROWS; r++) {
@@ -395,13 +398,13 @@ __device__ void linear_rows(const float* x, int R, int C_in, int N, const float*
 // HBM's 4.8 with 6 (docs/gpu.md). The plan picks the least that holds R (fused.py).
 #define LINEAR_CALL(ROWS)                                                                   \
     linear_rows<ROWS>(x, R, C_in, N, ln_g, ln_b, eps, has_ln, w, bias, has_bias, act, resid, \
-                      has_resid, out, split_sum, done)
+                      has_resid, out, split_sum, done, ldw)
 extern "C" __global__ void fused_linear(const float* x, int R, int C_in, int N,
                                         const float* ln_g, const float* ln_b, float eps,
                                         int has_ln, const float* w, const float* bias,
                                         int has_bias, int act, const float* resid,
                                         int has_resid, float* out, double* split_sum,
-                                        int* done) {
+                                        int* done, int ldw) {
     LINEAR_CALL(MAX_ROWS);
 }
 extern "C" __global__ void fused_linear_8(const float* x, int R, int C_in, int N,
@@ -409,7 +412,7 @@ extern "C" __global__ void fused_linear_8(const float* x, int R, int C_in, int N
                                           int has_ln, const float* w, const float* bias,
                                           int has_bias, int act, const float* resid,
                                           int has_resid, float* out, double* split_sum,
-                                          int* done) {
+                                          int* done, int ldw) {
     LINEAR_CALL(8);
 }
 extern "C" __global__ void fused_linear_1(const float* x, int R, int C_in, int N,
@@ -417,8 +420,85 @@ extern "C" __global__ void fused_linear_1(const float* x, int R, int C_in, int N
                                           int has_ln, const float* w, const float* bias,
                                           int has_bias, int act, const float* resid,
                                           int has_resid, float* out, double* split_sum,
-                                          int* done) {
+                                          int* done, int ldw) {
     LINEAR_CALL(1);
+}
+
+// fused_linear_1v: one row (a decode step), four columns a thread read as one float4, so a
+// warp's load is 512 consecutive bytes of a W row and each thread keeps four loads' worth of
+// bytes in flight per issued load. The plan picks it where W's rows allow it: ldw a multiple
+// of 4 and W on a 16-byte boundary (every float4 then is). Columns N .. ceil4(N) - 1 of the
+// last group are read (the padding, zeros) and never written out. grid: (ceil(N /
+// LIN_VEC_COLS), K), block: (WARP * LIN_SLICES); thread (slice s, lane q) sums columns
+// b * LIN_VEC_COLS + 4q .. + 3 over inputs i = s, s + LIN_SLICES, ... of the block's part;
+// then the block's first LIN_VEC_COLS threads add up the slices of one column each, and the
+// split-K combine is fused_linear's, one counter per LIN_VEC_COLS columns.
+extern "C" __global__ void fused_linear_1v(const float* x, int R, int C_in, int N,
+                                           const float* ln_g, const float* ln_b, float eps,
+                                           int has_ln, const float* w, const float* bias,
+                                           int has_bias, int act, const float* resid,
+                                           int has_resid, float* out, double* split_sum,
+                                           int* done, int ldw) {
+    __shared__ float stats[2];
+    __shared__ float partial[LIN_SLICES * LIN_VEC_COLS];
+    int t = threadIdx.x, q = t % WARP, s = t / WARP;
+    int j0 = blockIdx.x * LIN_VEC_COLS + 4 * q, part = blockIdx.y, parts = gridDim.y;
+    int first, end;  // this block's inputs
+    part_of(0, C_in, part, parts, 1, &first, &end);
+
+    if (has_ln) {  // the first warp finds the row's mean and variance, as fused_linear does
+        if (s == 0) {
+            float acc = 0.0f;
+#pragma unroll 4  // the row's loads in flight together
+            for (int i = q; i < C_in; i += WARP) acc += x[i];
+            float m = warp_sum(acc) / C_in;
+            acc = 0.0f;  // var = mean((x - mean)^2), two passes as in the reference
+            for (int i = q; i < C_in; i += WARP) acc += (x[i] - m) * (x[i] - m);
+            float var = warp_sum(acc) / C_in;
+            if (q == 0) {
+                stats[0] = m;
+                stats[1] = 1.0f / sqrtf(var + eps);
+            }
+        }
+        __syncthreads();
+    }
+
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    if (j0 < N) {  // then j0 + 3 < ldw: the row holds the whole group
+#pragma unroll 4  // independent weight loads in flight, not one a trip
+        for (int i = first + s; i < end; i += LIN_SLICES) {
+            float4 wv = *(const float4*)(w + (long long)i * ldw + j0);
+            float xi = x[i];
+            if (has_ln) xi = (xi - stats[0]) * stats[1] * ln_g[i] + ln_b[i];
+            a0 += xi * wv.x;
+            a1 += xi * wv.y;
+            a2 += xi * wv.z;
+            a3 += xi * wv.w;
+        }
+    }
+    float* mine = partial + s * LIN_VEC_COLS + 4 * q;
+    mine[0] = a0;
+    mine[1] = a1;
+    mine[2] = a2;
+    mine[3] = a3;
+    __syncthreads();
+    int j = blockIdx.x * LIN_VEC_COLS + t;  // thread t < LIN_VEC_COLS finishes column j
+    if (t < LIN_VEC_COLS && j < N) {
+        float y = 0.0f;
+#pragma unroll
+        for (int k = 0; k < LIN_SLICES; k++) y += partial[k * LIN_VEC_COLS + t];
+        if (parts == 1)
+            out[j] = epilogue(y, 0, j, N, bias, has_bias, act, resid, has_resid);
+        else
+            split_sum[(long long)part * N + j] = y;
+    }
+    if (parts == 1 || !last_block_done(done + blockIdx.x, parts)) return;
+    if (t < LIN_VEC_COLS && j < N) {  // the columns' last block: the parts in order
+        double y = 0.0;
+#pragma unroll 4
+        for (int k = 0; k < parts; k++) y += fresh(split_sum + (long long)k * N + j);
+        out[j] = epilogue((float)y, 0, j, N, bias, has_bias, act, resid, has_resid);
+    }
 }
 
 // ---------------------------------------------------------------- cached_attention

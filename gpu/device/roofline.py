@@ -102,7 +102,8 @@ NEAR_STEP_NS = 30 / CLOCK_HZ * 1e9  # ~15 ns
 # nvidia-cuda-nvrtc-cu12 12.9.86 wheel) runs it for -arch=sm_90 with the options CuPy passes,
 # kernels.cu with split-K linears, several-block picks and split attention, 2026-12-03; pick_rows
 # again with its scan and draw spread over the row's blocks, and fused_linear_1 and _8 (one
-# row, up to 8), 2026-12-07
+# row, up to 8), 2026-12-07; fused_linear_1v (one row, float4 loads) and every linear's ldw,
+# 2026-12-08
 # (tests/twin/test_kernels_compile.py prints the same report). They set how many blocks an SM
 # holds at once, hence the waves; rerun it when a kernel changes.
 REGISTERS = {
@@ -110,6 +111,7 @@ REGISTERS = {
     "layer_norm_rows": 20,
     "fused_linear": 96,
     "fused_linear_1": 40,
+    "fused_linear_1v": 40,
     "fused_linear_8": 72,
     "cached_attention": 52,
     "pick_rows": 40,
@@ -120,6 +122,7 @@ SHARED_BYTES = {
     "layer_norm_rows": 132,
     "fused_linear": 16516,
     "fused_linear_1": 1036,
+    "fused_linear_1v": 4108,
     "fused_linear_8": 8260,
     "cached_attention": 6792,
     "pick_rows": 796,
@@ -243,6 +246,8 @@ CHAINS = {  # kernel -> its chain per thread, n = threads per block (the plan's)
     "loads ⌈(k + 1) V / Gn⌉ + ⌈kV / Gn⌉) + 2⌈k / 32⌉ + ⌈P / n⌉ + 3 + m'; "
     "near 12 + 5 + 2 × 18 + 12 + 2 × 19 + 12 + 1 + 18 + 6m' + 12",
     "fused_linear_1": "as fused_linear, R = 1",
+    "fused_linear_1v": "as fused_linear, R = 1 (its loads 16 bytes: the same trips, one wait per "
+    "four)",
     "fused_linear_8": "as fused_linear, R <= 8",
 }
 
@@ -293,6 +298,13 @@ LOOPS = {
         "for (int base = lo; base < hi; base += WARP)",
     ),
     "fused_linear_1": ('extern "C" __global__ void fused_linear_1(', "LINEAR_CALL(1);"),
+    "fused_linear_1v": (
+        "#pragma unroll 4  // independent weight loads in flight, not one a trip\n"
+        "        for (int i = first + s; i < end; i += LIN_SLICES) {\n"
+        "            float4 wv",
+        "for (int k = 0; k < LIN_SLICES; k++) y += partial[k * LIN_VEC_COLS + t];",
+        "for (int k = 0; k < parts; k++) y += fresh(split_sum + (long long)k * N + j);",
+    ),
     "fused_linear_8": ('extern "C" __global__ void fused_linear_8(', "LINEAR_CALL(8);"),
 }
 
@@ -338,8 +350,14 @@ def linear_work(plan: Plan) -> Work:
     #     near, and reads resid for each (far) or the bias (1 far)
     #   with K > 1, before that epilogue: the fence and the ticket (2 far), then the K parts of
     #     each of its rows (`for (int k = 0; k < parts; k++)`, unrolled by 4: far)
-    x, R, C_in, N, _, _, _, has_ln, w, _, has_bias, act, _, has_resid, out, _, _ = args_of(plan, 17)
+    #   fused_linear_1v (one row, four columns a thread): the same chain, its loads 16 bytes;
+    #     it reads W's columns up to N rounded up to 4 (the padding of the last group)
+    x, R, C_in, N, _, _, _, has_ln, w, _, has_bias, act, _, has_resid, out, _, _, _ = args_of(
+        plan, 18
+    )
     R, C_in, N, n = int(R), int(C_in), int(N), threads_of(plan)
+    vec4 = plan.name.endswith("v")
+    columns = 4 * cdiv(N, 4) if vec4 else N  # of each W row, read
     if R == 0:
         raise ValueError("fused_linear: a plan of zero rows launches nothing, no roofline")
     has_ln, has_bias, has_resid, gelu = int(has_ln), int(has_bias), int(has_resid), int(act == 1)
@@ -347,11 +365,12 @@ def linear_work(plan: Plan) -> Work:
     split = 8 * K * R * N if K > 1 else 0  # the parts' float64 sums, written, then read
     read = (
         x.nbytes
-        + C_in * N * w.itemsize
+        + C_in * columns * w.itemsize
         + 4 * (2 * C_in * has_ln + N * has_bias + R * N * has_resid)
         + split
     )
-    per_weight = 2 + 4 * has_ln  # the FMA, and (x - mean) * rstd * g + b again for each column
+    # the FMA, and (x - mean) * rstd * g + b again for each column (each four, vec4)
+    per_weight = 2 + (1 if vec4 else 4) * has_ln
     stats = math.prod(plan.grid) * 4 * R * C_in * has_ln  # every block finds the rows' stats itself
     tail = R * N * (slices + K + has_bias + 15 * gelu + has_resid)  # GELU ~ 15 FLOPs (tanh)
     mine = cdiv(R, slices)  # rows this thread finishes
@@ -486,6 +505,7 @@ WORK = {
     "layer_norm_rows": layer_norm_work,
     "fused_linear": linear_work,
     "fused_linear_1": linear_work,
+    "fused_linear_1v": linear_work,
     "fused_linear_8": linear_work,
     "cached_attention": cached_span_work,
     "pick_rows": pick_work,
@@ -536,6 +556,20 @@ class Bounds:
 
     def bound(self) -> str:  # which bound sets it: the host's launch, or the GPU's largest
         return "launch" if self.launch > self.time(with_launch=False) else self.gpu_bound()
+
+
+# Little's law for a linear's weight stream: the bytes an SM has asked for and not yet got
+# (blocks it holds at once x threads x the 4 loads `#pragma unroll 4` issues before the first
+# is used x the bytes of one load), over the far step's latency: the bandwidth occupancy alone
+# allows. HBM caps it; the bounds above do not use it (a prediction to set beside a measured
+# GB/s, docs/gpu.md, "The output layer's occupancy")
+WEIGHT_LOAD_BYTES = {"fused_linear": 4, "fused_linear_1": 4, "fused_linear_1v": 16,
+                     "fused_linear_8": 4}  # fmt: skip
+
+
+def weight_stream_bytes_per_s(kernel: str, threads: int = 256, far_ns: float = FAR_STEP_NS):
+    in_flight = SMS * resident_per_sm(kernel, threads) * threads * 4 * WEIGHT_LOAD_BYTES[kernel]
+    return in_flight / (far_ns * 1e-9)
 
 
 def kernel_host_us(kernel: str, first: bool = True) -> float:
@@ -624,7 +658,8 @@ def tied_output(size: Size, R: int, with_ln: bool) -> Launch:
     w = f32(V, C).T
     ln = layer_norm_params(C) if with_ln else None
     label = "LN_f + output layer" if with_ln else "output layer"
-    return Launch(label, linear_plan(f32(R, C), w, ln=ln, w_rows=f32(C, V)), 1)
+    # the copy's rows padded to ceil4(V) floats (fused.padded_rows), as the kernel reads them
+    return Launch(label, linear_plan(f32(R, C), w, ln=ln, w_rows=f32(C, 4 * cdiv(V, 4))), 1)
 
 
 def one_token_step(size: Size, draft: bool, sampling: SamplingParams = GREEDY) -> list[Launch]:
@@ -887,6 +922,9 @@ def chain_table() -> str:
     # each kernel's formula (CHAINS), with its threads per block as its plans give them
     launches = [a for R in (*TABLE_ROWS, MAX_ROWS) for a in table_pass(bundled("target"), R)]
     threads = {a.plan.name: threads_of(a.plan) for a in launches}
+    # fused_linear_1 runs where one row's W is not 4-float aligned: no table's model has such
+    odd = linear_plan(f32(1, 8), f32(8, 41))
+    threads[odd.name] = threads_of(odd)
     head = "| kernel | n | longest serial chain of one thread (steps) |\n|---|---|---|\n"
     rows = [f"| `{kernel}` | {threads[kernel]} | {chain} |" for kernel, chain in CHAINS.items()]
     return head + "\n".join(rows) + "\n"

@@ -33,7 +33,9 @@ DEVICE_CALLS = [["kernels", "sanitizer", "replay", "timings"], ["preflight", "te
                 ["oracle"]]  # fmt: skip
 STEPS = ["kernels", "racecheck", "synccheck", "replay", "timings",  # the risky parts first
          "preflight", "gpu-tests", "twin-tests", "oracle", "bench"]  # fmt: skip
-CASES = ["fused_linear K=6", "pick_rows G=50 greedy", "pick_rows G=50 T=0.8",
+CASES = ["fused_linear_1v, 1 x 768 x 768 (K > 1)",
+         "fused_linear_1, 1 x 768 x 766 (rows not a multiple of 4; K > 1)",
+         "pick_rows G=50 greedy", "pick_rows G=50 T=0.8",
          "decide_packed G=256", "cached_attention P=8"]  # fmt: skip
 
 

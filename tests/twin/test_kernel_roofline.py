@@ -127,7 +127,7 @@ def test_a_launch_costs_its_largest_bound_and_waves_follow_the_sms():
         assert b.time() == max(gpu, b.launch) and b.time(with_launch=False) == gpu
         assert b.gap == roofline.EAGER_GAP_US
         # the host's launch: the call's Python side, measured, and CuPy's launch, assumed
-        python = roofline.MEASURED_US[work.kernel.removesuffix("_1").removesuffix("_8")]
+        python = roofline.MEASURED_US[re.sub(r"^fused_linear_.*", "fused_linear", work.kernel)]
         assert b.launch == python + roofline.CUPY_LAUNCH_US
         assert b.bound() == ("launch" if b.launch > gpu else b.gpu_bound())
         resident = roofline.resident_per_sm(work.kernel, work.threads)
@@ -135,14 +135,33 @@ def test_a_launch_costs_its_largest_bound_and_waves_follow_the_sms():
         assert b.memory == pytest.approx(
             (work.read + work.written) / roofline.HBM_BYTES_PER_S * 1e6
         )
-    # GPT-2's tied output layer: 1,571 blocks of 256 threads; a decode step's one row runs
-    # fused_linear_1 at 40 registers, 6 an SM (2 waves); a pass of 8 rows fused_linear_8 at
-    # 72, 3 an SM (4 waves); 16 rows fused_linear at 96, 2 an SM (6 waves)
-    cases = ((1, "fused_linear_1", 6), (8, "fused_linear_8", 3), (16, "fused_linear", 2))
-    for R, kernel, per_sm in cases:
+    # GPT-2's tied output layer, its copy's rows padded to 50,260 floats: a decode step's one
+    # row runs fused_linear_1v, 393 blocks of 128 columns at 40 registers, 6 an SM (1 wave);
+    # otherwise 1,571 blocks of 32 columns: a pass of 8 rows fused_linear_8 at 72 registers,
+    # 3 an SM (4 waves); 16 rows fused_linear at 96, 2 an SM (6 waves)
+    cases = ((1, "fused_linear_1v", 6, 393), (8, "fused_linear_8", 3, 1571),
+             (16, "fused_linear", 2, 1571))  # fmt: skip
+    for R, kernel, per_sm, blocks in cases:
         output = roofline.tied_output(roofline.GPT2_SMALL, R, with_ln=True).plan
         assert output.name == kernel and roofline.resident_per_sm(kernel, 256) == per_sm
-        assert roofline.bounds(roofline.launch_work(output)).waves == -(-1571 // (132 * per_sm))
+        assert output.grid == (blocks, 1)
+        assert roofline.bounds(roofline.launch_work(output)).waves == -(-blocks // (132 * per_sm))
+    # the padded copy's 3 extra columns are read (W: 768 x 50,260 floats), not written
+    work = roofline.launch_work(roofline.tied_output(roofline.GPT2_SMALL, 1, with_ln=False).plan)
+    assert work.read == 4 * (768 + 768 * 50_260) and work.written == 4 * 50_257
+
+
+def test_the_vector_kernel_keeps_four_times_the_weight_bytes_in_flight():
+    # Little's law on the kernels' occupancy (docs/gpu.md): 132 SMs x 6 blocks x 256 threads
+    # x 4 loads x 16 bytes over the 303 ns far step, against 4-byte loads at 6 and 2 an SM
+    rate = roofline.weight_stream_bytes_per_s
+    assert rate("fused_linear_1v") == pytest.approx(132 * 6 * 256 * 4 * 16 / 303.03e-9, rel=1e-4)
+    assert rate("fused_linear_1v") == pytest.approx(4 * rate("fused_linear_1"))
+    assert rate("fused_linear_1v") == pytest.approx(12 * rate("fused_linear"))
+    # at a loaded HBM's 1 µs the scalar one-row kernel falls below HBM's rate, the vector not
+    hbm = roofline.HBM_BYTES_PER_S
+    assert rate("fused_linear_1", far_ns=1000) < hbm < rate("fused_linear_1v", far_ns=1000)
+    assert set(roofline.WEIGHT_LOAD_BYTES) == {k for k in roofline.WORK if "linear" in k}
 
 
 def test_a_round_makes_the_launches_the_stand_in_counts():
@@ -177,7 +196,7 @@ def test_the_loops_the_chain_formulas_count_are_still_in_kernels_cu():
 def test_a_plan_the_roofline_cannot_read_is_refused_with_what_was_wrong():
     with pytest.raises(ValueError, match="no roofline for kernel 'gelu'"):
         roofline.launch_work(Plan("gelu", (1,), (32,), (), None))
-    with pytest.raises(ValueError, match="the plan passes 2 arguments, the roofline reads 17"):
+    with pytest.raises(ValueError, match="the plan passes 2 arguments, the roofline reads 18"):
         roofline.launch_work(Plan("fused_linear", (1,), (256,), (1, 2), None))
     with pytest.raises(ValueError, match=r"a grid of \(6, 0, 1\) launches nothing"):
         roofline.launch_work(Plan("cached_attention", (6, 0, 1), (128,), (), None))

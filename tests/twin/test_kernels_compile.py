@@ -163,7 +163,8 @@ def threads_per_block() -> dict[str, int]:
         fused.embed_plan(f(16, 8), f(16, 8), np.array([1, 2]), slice(0, 2)),
         fused.layer_norm_plan(f(2, 8), f(8), f(8), 1e-5),
         fused.linear_plan(f(2, 8), f(8, 40), f(40), ln=(f(8), f(8), 1e-5)),
-        fused.linear_plan(f(1, 8), f(8, 40), f(40)),  # one row: fused_linear_1
+        fused.linear_plan(f(1, 8), f(8, 40), f(40)),  # one row, W 4-float aligned: _1v
+        fused.linear_plan(f(1, 8), f(8, 41), f(41)),  # one row, rows of 41 floats: _1
         fused.linear_plan(f(16, 8), f(8, 40), f(40)),  # more than 8 rows: fused_linear
         fused.attention_plan(model, f(2, 48), 0, KVCache(1, 2, 8, 16), causal_placement(0, 2)),
         fused.pick_plan(f(2, 16), SamplingParams(), np.array([0.5, 0.5]), probs, tokens, None),
