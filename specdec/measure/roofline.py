@@ -38,20 +38,14 @@ from reference.model import GPT
 from specdec.bundled import load_bundled_pair
 from specdec.costs import time_append
 from specdec.fast_cpu import fast
+from specdec.fast_cpu.llama_step import LINEARS as LLAMA_STEP_LINEARS
 from specdec.fast_cpu.plan import SIXTEEN_BIT
 from specdec.machine import describe_machine
 
 LINEARS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
-# a Llama block's linears (reference/llama.py), each stored [C_out, C_in]
-LLAMA_LINEARS = (
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn.o_proj",
-    "mlp.gate_proj",
-    "mlp.up_proj",
-    "mlp.down_proj",
-)
+# a Llama block's linears (reference/llama.py), each stored [C_out, C_in]: the compiled
+# pass's own list, named once
+LLAMA_LINEARS = LLAMA_STEP_LINEARS
 F32 = 4  # bytes per float32
 
 
